@@ -1,0 +1,59 @@
+import { type Job, type JobId, type JobStatus, jobColumns } from "./job-row.ts";
+import type { Queryable, SchemaOption } from "./queryable.ts";
+import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+
+/** What an admin action did: applied, or why not. */
+export type AdminResult =
+  | { outcome: "applied"; job: Job }
+  | { outcome: "not_found" }
+  | { outcome: "wrong_status"; status: JobStatus };
+
+// Admin writes name the status they act on, so they can never touch a claimed job: cancelling
+// is for pending jobs only (a running job is stopped by its worker), and retry for dead ones.
+const retryDeadSql = perSchema(
+  (schema) => `
+  UPDATE ${schema}.jobs AS j
+  SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, claim_token = NULL,
+      locked_by = NULL, locked_at = NULL, lock_until = NULL, updated_at = now()
+  WHERE j.id = $1::bigint AND j.status = 'dead'
+  RETURNING ${jobColumns("j")}`,
+);
+
+const cancelPendingSql = perSchema(
+  (schema) => `
+  UPDATE ${schema}.jobs AS j
+  SET status = 'cancelled', finished_at = now(), updated_at = now()
+  WHERE j.id = $1::bigint AND j.status = 'pending'
+  RETURNING ${jobColumns("j")}`,
+);
+
+const getJobSql = perSchema((schema) => `SELECT ${jobColumns("j")} FROM ${schema}.jobs AS j WHERE j.id = $1::bigint`);
+
+const checkId = (id: JobId | number): string => {
+  const text = String(id);
+  if (!/^[1-9][0-9]{0,18}$/.test(text)) {
+    throw new RangeError(`picket: job id must be a positive integer (got ${JSON.stringify(text)}).`);
+  }
+  return text;
+};
+
+const adminWrite = (sql: (schema: string) => string) =>
+  async (db: Queryable, id: JobId | number, options: SchemaOption = {}): Promise<AdminResult> => {
+    const schema = options.schema ?? DEFAULT_SCHEMA;
+    const jobId = checkId(id);
+    const { rows } = await db.query<Job>({ text: sql(schema), values: [jobId] });
+    if (rows[0] !== undefined) return { outcome: "applied", job: rows[0] };
+    const current = await getJob(db, jobId, options);
+    return current === null ? { outcome: "not_found" } : { outcome: "wrong_status", status: current.status };
+  };
+
+/** A dead job gets a fresh set of attempts and is ready at once; its error history is kept. */
+export const retryDeadJob = adminWrite(retryDeadSql);
+
+/** A pending job is cancelled and will never run. */
+export const cancelPendingJob = adminWrite(cancelPendingSql);
+
+export const getJob = async (db: Queryable, id: JobId | number, options: SchemaOption = {}): Promise<Job | null> => {
+  const { rows } = await db.query<Job>({ text: getJobSql(options.schema ?? DEFAULT_SCHEMA), values: [checkId(id)] });
+  return rows[0] ?? null;
+};

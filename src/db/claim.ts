@@ -1,0 +1,97 @@
+import { InvalidConfigError } from "./errors.ts";
+import { type ClaimedJob, jobColumns } from "./job-row.ts";
+import type { Queryable, SchemaOption } from "./queryable.ts";
+import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+
+/** What one worker wants of one task type in this claim, all from that worker's own config. */
+export interface ClaimWant {
+  type: string;
+  /** At most this many jobs of the type (the free slots the worker has for it). */
+  limit: number;
+  /** lock_until = now() + leaseMs; the lease the worker promises to renew. */
+  leaseMs: number;
+  /** The task's retry spacing, written on the row so every later path spaces retries alike. */
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+}
+
+// One round trip for every type: each type's LATERAL subquery takes at most its own limit from
+// the partial claim index, so a deep backlog of one type cannot crowd out another by ordering.
+// FOR UPDATE SKIP LOCKED lets concurrent workers claim disjoint rows without waiting. The UPDATE
+// re-checks status so the statement that writes is the one that decides. A fresh random token
+// fences every later write of this claim; attempts are counted here, at claim.
+const claimSql = perSchema(
+  (schema) => `
+  WITH wanted AS (
+    SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::int[])
+      AS w(type, lim, lease_ms, backoff_base_ms, backoff_max_ms)
+  ), picked AS (
+    SELECT p.id, w.lease_ms, w.backoff_base_ms, w.backoff_max_ms
+    FROM wanted AS w
+    CROSS JOIN LATERAL (
+      SELECT q.id FROM ${schema}.jobs AS q
+      WHERE q.status = 'pending' AND q.type = w.type AND q.run_at <= now()
+      ORDER BY q.priority DESC, q.run_at, q.id
+      LIMIT w.lim
+      FOR UPDATE SKIP LOCKED
+    ) AS p
+  )
+  UPDATE ${schema}.jobs AS j
+  SET status = 'processing',
+      claim_token = gen_random_uuid(),
+      locked_by = $6::text,
+      locked_at = now(),
+      lock_until = now() + picked.lease_ms * interval '1 millisecond',
+      backoff_base_ms = picked.backoff_base_ms,
+      backoff_max_ms = picked.backoff_max_ms,
+      attempts = j.attempts + 1,
+      progress = NULL,
+      updated_at = now()
+  FROM picked
+  WHERE j.id = picked.id AND j.status = 'pending'
+  RETURNING ${jobColumns("j")}`,
+);
+
+const checkWant = (want: ClaimWant): void => {
+  const positive = (name: keyof ClaimWant, min: number) => {
+    const value = want[name];
+    if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > 2_147_483_647) {
+      throw new InvalidConfigError(
+        `picket: claim for "${want.type}": ${name} must be an integer ≥ ${min} (got ${String(value)}).`,
+      );
+    }
+  };
+  positive("limit", 0);
+  positive("leaseMs", 1);
+  positive("backoffBaseMs", 0);
+  positive("backoffMaxMs", 0);
+};
+
+/**
+ * Claims up to `want.limit` ready jobs of each wanted type for `workerId`, in one statement.
+ * Returned jobs are processing, carry a fresh claim token, and have attempts already counted.
+ */
+export const claimJobs = async (
+  db: Queryable,
+  workerId: string,
+  wants: readonly ClaimWant[],
+  options: SchemaOption = {},
+): Promise<ClaimedJob[]> => {
+  wants.forEach(checkWant);
+  const active = wants.filter((want) => want.limit > 0);
+  if (active.length === 0) return [];
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const { rows } = await db.query<ClaimedJob>({
+    name: `picket_claim_${schema}`,
+    text: claimSql(schema),
+    values: [
+      active.map((w) => w.type),
+      active.map((w) => w.limit),
+      active.map((w) => w.leaseMs),
+      active.map((w) => w.backoffBaseMs),
+      active.map((w) => w.backoffMaxMs),
+      workerId,
+    ],
+  });
+  return rows;
+};

@@ -1,0 +1,125 @@
+import type { JobId, JobStatus } from "./job-row.ts";
+import type { Queryable, SchemaOption } from "./queryable.ts";
+import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+import { errorSet, unfinishedAttemptSet } from "./unfinished-attempt.ts";
+
+/** The claim a write is made under: the job and the token its claim was given. */
+export interface Claim {
+  id: JobId;
+  token: string;
+}
+
+/**
+ * What a fenced write did to one job. "fenced" means the claim was lost (reclaimed, finished,
+ * released or cancelled meanwhile): nothing was written and the caller must not act as owner.
+ */
+export type FencedResult =
+  | { id: JobId; outcome: "applied"; status: JobStatus; runAt: Date; lockUntil: Date | null }
+  | { id: JobId; outcome: "fenced" };
+
+// THE FENCE. Every write after a claim matches the row by id, the claim's token, and
+// status = 'processing', and by nothing else; `c` is the batch of claims the write is made under.
+const FENCE = "j.id = c.id AND j.claim_token = c.token AND j.status = 'processing'";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A per-claim value bound as an extra array column of the batch. */
+interface Column<T> {
+  name: string;
+  sqlType: string;
+  value: (item: T) => unknown;
+}
+
+/**
+ * Builds a fenced batch write: one UPDATE for any number of claims, whose SET may read the
+ * row (j) and the claim's own values (c.<column>). Returns, per claim in input order, whether it
+ * applied.
+ */
+const fencedWrite = <T extends Claim>(statement: string, columns: Column<T>[], set: (schema: string) => string) => {
+  const sql = perSchema((schema) => {
+    const params = columns.map((col, i) => `$${i + 3}::${col.sqlType}[]`);
+    const names = columns.map((col) => `, ${col.name}`).join("");
+    return `
+  UPDATE ${schema}.jobs AS j SET ${set(schema)}
+  FROM unnest($1::bigint[], $2::uuid[]${params.map((p) => `, ${p}`).join("")}) AS c(id, token${names})
+  WHERE ${FENCE}
+  RETURNING j.id, j.status, j.run_at AS "runAt", j.lock_until AS "lockUntil"`;
+  });
+  return async (db: Queryable, items: readonly T[], options: SchemaOption = {}): Promise<FencedResult[]> => {
+    if (items.length === 0) return [];
+    const schema = options.schema ?? DEFAULT_SCHEMA;
+    const { rows } = await db.query<{ id: JobId; status: JobStatus; runAt: Date; lockUntil: Date | null }>({
+      name: `picket_${statement}_${schema}`,
+      text: sql(schema),
+      values: [
+        items.map((item) => item.id),
+        // A missing or malformed token binds NULL, which the fence never matches: such a write
+        // reports fenced instead of applying unfenced or failing the whole batch.
+        items.map((item) => (typeof item.token === "string" && UUID.test(item.token) ? item.token : null)),
+        ...columns.map((col) => items.map(col.value)),
+      ],
+    });
+    const applied = new Map(rows.map((row) => [String(row.id), row]));
+    return items.map((item): FencedResult => {
+      const row = applied.get(String(item.id));
+      return row === undefined
+        ? { id: item.id, outcome: "fenced" }
+        : { id: item.id, outcome: "applied", status: row.status, runAt: row.runAt, lockUntil: row.lockUntil };
+    });
+  };
+};
+
+const json = <T>(pick: (item: T) => unknown) => (item: T) => {
+  const value = pick(item);
+  return value === undefined ? null : JSON.stringify(value);
+};
+
+/** Completed, with the handler's result (any JSON value) if it returned one. */
+export const completeJobs = fencedWrite<Claim & { result?: unknown }>(
+  "complete",
+  [{ name: "result", sqlType: "jsonb", value: json((item) => item.result) }],
+  () => `status = 'completed', result = c.result, finished_at = now(), lock_until = NULL, updated_at = now()`,
+);
+
+/** A failed attempt: pending again after the backoff, or dead when the attempts are spent. */
+export const failJobs = fencedWrite<Claim & { error: string }>(
+  "fail",
+  [{ name: "error", sqlType: "text", value: (item) => item.error }],
+  (schema) => unfinishedAttemptSet(schema, "c.error"),
+);
+
+/** A permanent failure: dead now, whatever attempts remain. */
+export const deadLetterJobs = fencedWrite<Claim & { error: string }>(
+  "dead_letter",
+  [{ name: "error", sqlType: "text", value: (item) => item.error }],
+  (schema) => `status = 'dead', finished_at = now(), lock_until = NULL, ${errorSet(schema, "c.error")}, updated_at = now()`,
+);
+
+/** Progress telemetry (any JSON value) for a running job. */
+export const reportProgress = fencedWrite<Claim & { progress: unknown }>(
+  "progress",
+  [{ name: "progress", sqlType: "jsonb", value: json((item) => item.progress) }],
+  () => `progress = c.progress, updated_at = now()`,
+);
+
+/**
+ * Extends the leases of many running jobs in one statement; each claim names its own lease.
+ * A claim reported fenced was lost, and its handler must be interrupted.
+ */
+export const renewLeases = fencedWrite<Claim & { leaseMs: number }>(
+  "renew",
+  [{ name: "lease_ms", sqlType: "int", value: (item) => item.leaseMs }],
+  () => `lock_until = now() + c.lease_ms * interval '1 millisecond', updated_at = now()`,
+);
+
+/**
+ * Gives jobs back without charging the attempt (a shutdown is not the job's failure): pending
+ * and ready at once.
+ */
+export const releaseJobs = fencedWrite<Claim>(
+  "release",
+  [],
+  () =>
+    `status = 'pending', attempts = j.attempts - 1, run_at = now(), claim_token = NULL, locked_by = NULL, ` +
+    `locked_at = NULL, lock_until = NULL, updated_at = now()`,
+);

@@ -1,0 +1,15 @@
+// The database half of picket: every SQL statement, its row types, migrations and the pool.
+export * from "./admin.ts";
+export * from "./claim.ts";
+export * from "./embedded.ts";
+export * from "./enqueue.ts";
+export * from "./errors.ts";
+export * from "./fenced.ts";
+export * from "./job-row.ts";
+export * from "./job-spec.ts";
+export * from "./migrate.ts";
+export * from "./pool.ts";
+export type { Queryable, SchemaOption } from "./queryable.ts";
+export * from "./retention.ts";
+export { DEFAULT_SCHEMA, notifyChannel } from "./schema-name.ts";
+export * from "./sweep.ts";

@@ -1,0 +1,172 @@
+import { InvalidJobError } from "./errors.ts";
+
+/** What a caller asks for when enqueueing one job. */
+export interface JobSpec {
+  /** The task name. 1–128 characters of letters, digits and `_ . : / -`. */
+  type: string;
+  /** Any JSON value (plain objects, arrays, strings, finite numbers, booleans, null); at most 1 MiB as JSON. */
+  payload?: unknown;
+  /** Earliest time to run. Exclusive with `delayMs`. */
+  runAt?: Date | string;
+  /** Run no earlier than this many milliseconds from now (the database's clock). */
+  delayMs?: number;
+  /** Higher runs first among ready jobs of one type; an integer from -1000 to 1000, default 0. */
+  priority?: number;
+  /** Attempts before the job is dead; an integer from 1 to 1,000,000, default 5. */
+  maxAttempts?: number;
+  /**
+   * Dedupe key: while a job with this key is pending or processing, enqueueing another with the
+   * same key creates nothing and returns the live one. Keys are global across task types.
+   */
+  key?: string;
+}
+
+/** A spec checked and normalised, ready to be bound to the enqueue statement. */
+export interface CheckedJobSpec {
+  type: string;
+  payloadJson: string;
+  runAt: Date | null;
+  delayMs: number;
+  priority: number;
+  maxAttempts: number;
+  key: string | null;
+}
+
+/** Largest payload, as UTF-8 JSON text. Larger data belongs in storage, referenced by the payload. */
+export const MAX_PAYLOAD_BYTES = 1024 * 1024;
+export const MAX_TYPE_LENGTH = 128;
+export const MAX_KEY_LENGTH = 512;
+export const DEFAULT_MAX_ATTEMPTS = 5;
+const TYPE_NAME = /^[A-Za-z0-9_.:/-]+$/;
+
+const describe = (value: unknown): string => {
+  if (typeof value === "string") return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
+  if (typeof value === "bigint") return `${value}n`;
+  if (value instanceof Date) return `Date(${Number.isNaN(value.getTime()) ? "Invalid Date" : value.toISOString()})`;
+  if (typeof value === "object" && value !== null) return value.constructor?.name ?? "object";
+  return String(value);
+};
+
+/** Checks a task name; shared by enqueue and task registration. */
+export const checkTaskName = (type: unknown, where = "job"): string => {
+  if (typeof type !== "string" || type.length === 0) {
+    throw new InvalidJobError(`picket: ${where} type must be a non-empty string (got ${describe(type)}).`);
+  }
+  if (type.length > MAX_TYPE_LENGTH) {
+    throw new InvalidJobError(
+      `picket: ${where} type is ${type.length} characters; the limit is ${MAX_TYPE_LENGTH}. Use a shorter task name.`,
+    );
+  }
+  if (!TYPE_NAME.test(type)) {
+    throw new InvalidJobError(
+      `picket: ${where} type ${describe(type)} may contain only letters, digits and _ . : / - (no spaces).`,
+    );
+  }
+  return type;
+};
+
+/**
+ * Finds the first value JSON would silently change or drop (functions, symbols, bigint, NaN,
+ * Infinity, Dates, Maps, class instances, cycles, NUL characters PostgreSQL's jsonb rejects) and
+ * names its path. Plain `undefined` object properties are allowed: they mean "absent".
+ */
+const findNonJson = (value: unknown, path: string, seen: Set<object>): string | null => {
+  switch (typeof value) {
+    case "string":
+      return value.includes("\u0000") ? `${path} contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store` : null;
+    case "boolean":
+      return null;
+    case "number":
+      return Number.isFinite(value) ? null : `${path} is ${value}, which JSON cannot represent`;
+    case "undefined":
+      return `${path} is undefined`;
+    case "bigint":
+      return `${path} is a bigint (${value}n); send it as a string`;
+    case "function":
+    case "symbol":
+      return `${path} is a ${typeof value}`;
+  }
+  if (value === null) return null;
+  const object = value as object;
+  if (seen.has(object)) return `${path} refers back to itself (a cycle)`;
+  if (Array.isArray(object)) {
+    seen.add(object);
+    for (let i = 0; i < object.length; i++) {
+      const bad = findNonJson(object[i], `${path}[${i}]`, seen);
+      if (bad !== null) return bad;
+    }
+    seen.delete(object);
+    return null;
+  }
+  const proto = Object.getPrototypeOf(object);
+  if (proto !== Object.prototype && proto !== null) {
+    const hint = object instanceof Date ? "; send value.toISOString()" : "; send a plain object";
+    return `${path} is a ${describe(object)}${hint}`;
+  }
+  seen.add(object);
+  for (const [key, child] of Object.entries(object)) {
+    if (child === undefined) continue;
+    const bad = findNonJson(child, `${path}.${key}`, seen);
+    if (bad !== null) return bad;
+  }
+  seen.delete(object);
+  return null;
+};
+
+const checkInteger = (type: string, name: string, value: unknown, min: number, max: number): number => {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidJobError(
+      `picket: job "${type}": ${name} must be an integer from ${min} to ${max} (got ${describe(value)}).`,
+    );
+  }
+  return value;
+};
+
+/** Validates one spec with messages that say what is wrong; throws InvalidJobError. */
+export const checkJobSpec = (spec: JobSpec): CheckedJobSpec => {
+  if (typeof spec !== "object" || spec === null) {
+    throw new InvalidJobError(`picket: a job must be an object like { type: "send-email", payload: {...} } (got ${describe(spec)}).`);
+  }
+  const type = checkTaskName(spec.type);
+  const payload = spec.payload === undefined ? {} : spec.payload;
+  const bad = findNonJson(payload, "payload", new Set());
+  if (bad !== null) {
+    throw new InvalidJobError(`picket: job "${type}": payload is not JSON-serialisable: ${bad}.`);
+  }
+  const payloadJson = JSON.stringify(payload);
+  const bytes = Buffer.byteLength(payloadJson, "utf8");
+  if (bytes > MAX_PAYLOAD_BYTES) {
+    throw new InvalidJobError(
+      `picket: job "${type}": payload is ${bytes} bytes as JSON; the limit is ${MAX_PAYLOAD_BYTES} bytes (1 MiB). ` +
+        `Store large data elsewhere and put a reference in the payload.`,
+    );
+  }
+  if (spec.runAt !== undefined && spec.delayMs !== undefined) {
+    throw new InvalidJobError(`picket: job "${type}": give runAt or delayMs, not both.`);
+  }
+  let runAt: Date | null = null;
+  if (spec.runAt !== undefined) {
+    runAt = spec.runAt instanceof Date ? spec.runAt : typeof spec.runAt === "string" ? new Date(spec.runAt) : new Date(Number.NaN);
+    if (Number.isNaN(runAt.getTime())) {
+      throw new InvalidJobError(
+        `picket: job "${type}": runAt must be a valid Date or an ISO 8601 string such as "2030-01-01T09:00:00Z" (got ${describe(spec.runAt)}).`,
+      );
+    }
+  }
+  const delayMs = spec.delayMs === undefined ? 0 : spec.delayMs;
+  if (typeof delayMs !== "number" || !Number.isFinite(delayMs) || delayMs < 0) {
+    throw new InvalidJobError(`picket: job "${type}": delayMs must be a finite number of milliseconds ≥ 0 (got ${describe(spec.delayMs)}).`);
+  }
+  const priority = checkInteger(type, "priority", spec.priority ?? 0, -1000, 1000);
+  const maxAttempts = checkInteger(type, "maxAttempts", spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS, 1, 1_000_000);
+  let key: string | null = null;
+  if (spec.key !== undefined && spec.key !== null) {
+    if (typeof spec.key !== "string" || spec.key.length === 0 || spec.key.length > MAX_KEY_LENGTH) {
+      throw new InvalidJobError(
+        `picket: job "${type}": key must be a string of 1 to ${MAX_KEY_LENGTH} characters (got ${describe(spec.key)}).`,
+      );
+    }
+    key = spec.key;
+  }
+  return { type, payloadJson, runAt, delayMs, priority, maxAttempts, key };
+};

@@ -1,0 +1,36 @@
+import type { Queryable, SchemaOption } from "./queryable.ts";
+import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+
+export type FinishedStatus = "completed" | "dead" | "cancelled";
+
+// Bounded, so a first run over a large backlog never holds long locks or bloats one transaction;
+// the finished-at partial index serves the age predicate.
+const deleteFinishedSql = perSchema(
+  (schema) => `
+  DELETE FROM ${schema}.jobs AS j
+  WHERE j.id IN (
+    SELECT f.id FROM ${schema}.jobs AS f
+    WHERE f.status = ANY($1::text[]) AND f.status IN ('completed', 'dead', 'cancelled')
+      AND f.finished_at < now() - $2::float8 * interval '1 millisecond'
+    ORDER BY f.finished_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+  )`,
+);
+
+/**
+ * Deletes at most `batchSize` finished jobs whose finished_at is older than `olderThanMs`.
+ * Returns the number deleted; call again while it equals the batch size.
+ */
+export const deleteFinishedJobs = async (
+  db: Queryable,
+  args: { olderThanMs: number; batchSize: number; statuses?: readonly FinishedStatus[] },
+  options: SchemaOption = {},
+): Promise<number> => {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const result = await db.query({
+    text: deleteFinishedSql(schema),
+    values: [args.statuses ?? ["completed", "cancelled"], args.olderThanMs, args.batchSize],
+  });
+  return result.rowCount ?? 0;
+};

@@ -1,0 +1,60 @@
+import type { JobId, JobStatus } from "./job-row.ts";
+import type { Queryable, SchemaOption } from "./queryable.ts";
+import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+import { unfinishedAttemptSet } from "./unfinished-attempt.ts";
+
+export interface SweptJob {
+  id: JobId;
+  type: string;
+  /** pending (retry after the backoff) or dead (attempts spent). */
+  status: Extract<JobStatus, "pending" | "dead">;
+  attempts: number;
+  runAt: Date;
+  /** The claim that was lost, for the log. */
+  lostToken: string;
+  lostBy: string | null;
+}
+
+// The reclaim sweep: one bounded statement. A processing row whose lease ran out (lock_until, an
+// absolute time written by the claiming worker from its own config, compared with the
+// database's clock, never recomputed here) did not finish its attempt, so it gets exactly what a
+// handler failure gets: the one backoff, or dead. `lock_until < now()` keeps the column bare so
+// the partial sweep index serves it; SKIP LOCKED passes over rows a live owner is writing right
+// now, and the UPDATE re-checks the predicate on the row it writes.
+const sweepSql = perSchema(
+  (schema) => `
+  WITH stale AS (
+    SELECT s.id, s.claim_token, s.locked_by, s.lock_until
+    FROM ${schema}.jobs AS s
+    WHERE s.status = 'processing' AND s.lock_until < now()
+    ORDER BY s.lock_until
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+  )
+  UPDATE ${schema}.jobs AS j
+  SET ${unfinishedAttemptSet(
+    schema,
+    `format('lease expired: claim %s by %s was not renewed after %s', stale.claim_token, coalesce(stale.locked_by, 'an unknown worker'), stale.lock_until)`,
+  )}
+  FROM stale
+  WHERE j.id = stale.id AND j.status = 'processing' AND j.lock_until < now()
+  RETURNING j.id, j.type, j.status, j.attempts, j.run_at AS "runAt", stale.claim_token AS "lostToken", stale.locked_by AS "lostBy"`,
+);
+
+/**
+ * Requeues (or dead-letters) at most `batchSize` processing jobs whose lease expired. Returns
+ * what it moved, so the caller can log counts and the lost tokens.
+ */
+export const sweepExpiredClaims = async (
+  db: Queryable,
+  batchSize: number,
+  options: SchemaOption = {},
+): Promise<SweptJob[]> => {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const { rows } = await db.query<SweptJob>({
+    name: `picket_sweep_${schema}`,
+    text: sweepSql(schema),
+    values: [batchSize],
+  });
+  return rows;
+};

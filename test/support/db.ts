@@ -1,0 +1,51 @@
+// Each test file works in its own database, cloned from the migrated template, so files run in
+// parallel and never see each other's rows.
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, beforeAll, inject } from "vitest";
+import { withDatabase } from "./global-setup.ts";
+
+export interface TestDatabase {
+  url: string;
+  name: string;
+  pool: pg.Pool;
+  /** A dedicated connection (for explicit interleavings); closed after the file. */
+  connect(): Promise<pg.Client>;
+}
+
+const admin = async <T>(run: (client: pg.Client) => Promise<T>): Promise<T> => {
+  const client = new pg.Client({ connectionString: inject("adminUrl") });
+  await client.connect();
+  try {
+    return await run(client);
+  } finally {
+    await client.end();
+  }
+};
+
+/** Creates a fresh database from the template for this file; returns a handle filled in beforeAll. */
+export const useTestDatabase = (options: { template?: boolean } = {}): TestDatabase => {
+  const name = `picket_test_${randomBytes(6).toString("hex")}`;
+  const clients: pg.Client[] = [];
+  const handle = { name } as TestDatabase;
+  beforeAll(async () => {
+    const template = options.template === false ? "template0" : inject("templateDatabase");
+    await admin((c) => c.query(`CREATE DATABASE ${name} TEMPLATE ${template}`));
+    handle.url = withDatabase(inject("adminUrl"), name);
+    handle.pool = new pg.Pool({ connectionString: handle.url, max: 20 });
+    handle.pool.on("error", () => undefined);
+    handle.connect = async () => {
+      const client = new pg.Client({ connectionString: handle.url });
+      client.on("error", () => undefined);
+      await client.connect();
+      clients.push(client);
+      return client;
+    };
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.end().catch(() => undefined)));
+    await handle.pool?.end();
+    await admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+  });
+  return handle;
+};

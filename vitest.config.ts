@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    globalSetup: ["test/support/global-setup.ts"],
+    // Each file gets its own database cloned from a migrated template, so files run in parallel.
+    fileParallelism: true,
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+  },
+});
