@@ -195,6 +195,7 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions = {
       process.off("exit", killOnExit);
       if (child.exitCode === null && child.signalCode === null) {
         const exited = new Promise((resolve) => child.once("exit", resolve));
+        child.ref(); // keep the process alive until the server has shut down
         child.kill("SIGINT");
         await exited;
       }

@@ -1,0 +1,23 @@
+#!/usr/bin/env node
+// The `picket` command. Each subcommand lives in its own module; this file wires them up and
+// turns picket's errors into a one-line message and a non-zero exit code.
+import { Command, CommanderError } from "commander";
+import { PicketError } from "../db/index.ts";
+import { migrateCommand } from "./migrate.ts";
+
+const program = new Command()
+  .name("picket")
+  .description("PostgreSQL job queue and worker supervisor")
+  .showHelpAfterError("(run with --help for usage)")
+  .exitOverride();
+
+migrateCommand(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (error instanceof CommanderError) process.exit(error.exitCode);
+  const message = error instanceof PicketError ? error.message : error instanceof Error ? `picket: ${error.message}` : String(error);
+  process.stderr.write(`${message}\n`);
+  process.exit(1);
+}

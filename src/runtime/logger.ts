@@ -1,0 +1,40 @@
+import pino, { type Logger } from "pino";
+import type { Job } from "../db/index.ts";
+
+export type { Logger };
+
+export interface LoggerOptions {
+  /** pino level; default "info" (or PICKET_LOG_LEVEL). */
+  level?: string;
+  /** Human-readable lines instead of JSON (pino-pretty); default false. */
+  pretty?: boolean;
+  /** Where JSON lines go; default stdout. Tests pass a stream. */
+  destination?: pino.DestinationStream;
+}
+
+/** JSON logs by default, with stable snake_case field names across every message. */
+export const createLogger = (options: LoggerOptions = {}): Logger => {
+  const level = options.level ?? process.env.PICKET_LOG_LEVEL ?? "info";
+  const base = { name: "picket" };
+  if (options.pretty) {
+    return pino({ level, base }, pino.transport({ target: "pino-pretty", options: { colorize: true, ignore: "pid,hostname" } }));
+  }
+  return options.destination ? pino({ level, base }, options.destination) : pino({ level, base });
+};
+
+/**
+ * The logger for one job: every line names job_id, task, attempt and claim_token. The payload is
+ * left out unless asked for, since payloads often hold personal data or secrets.
+ */
+export const jobLogger = (
+  logger: Logger,
+  job: Pick<Job, "id" | "type" | "attempts" | "claimToken" | "payload">,
+  options: { logPayload?: boolean } = {},
+): Logger =>
+  logger.child({
+    job_id: job.id,
+    task: job.type,
+    attempt: job.attempts,
+    claim_token: job.claimToken,
+    ...(options.logPayload ? { payload: job.payload } : {}),
+  });

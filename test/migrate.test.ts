@@ -1,0 +1,69 @@
+import pg from "pg";
+import { describe, expect, it } from "vitest";
+import { InvalidConfigError, MigrationChecksumError, migrate, readMigrations, UnknownMigrationError } from "../src/db/index.ts";
+import { useTestDatabase } from "./support/db.ts";
+
+// An empty database: these tests migrate it themselves, in schemas of their own.
+const db = useTestDatabase({ template: false });
+
+describe("migrations", () => {
+  it("applies every file once; running again is a no-op", async () => {
+    const files = await readMigrations();
+    const first = await migrate(db.pool, { schema: "twice" });
+    const second = await migrate(db.pool, { schema: "twice" });
+    expect(first.applied).toEqual(files.map((f) => f.name));
+    expect(second.applied).toEqual([]);
+    const { rows } = await db.pool.query("SELECT version, name, checksum FROM twice.migrations ORDER BY version");
+    expect(rows).toEqual(files.map((f) => ({ version: f.version, name: f.name, checksum: f.checksum })));
+  });
+
+  it("lets concurrent migrators queue behind one lock without conflict", async () => {
+    const clients = await Promise.all(Array.from({ length: 6 }, () => db.connect()));
+    const results = await Promise.all(clients.map((c) => migrate(c, { schema: "concurrent" })));
+    expect(results.filter((r) => r.applied.length > 0)).toHaveLength(1);
+    const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM concurrent.migrations");
+    expect(rows[0].n).toBe((await readMigrations()).length);
+  });
+
+  it("refuses an applied migration whose file was edited, naming the file, and changes nothing", async () => {
+    const files = await readMigrations();
+    await migrate(db.pool, { schema: "edited", migrations: files });
+    const edited = files.map((f, i) => (i === 0 ? { ...f, checksum: "0".repeat(64), sql: `${f.sql}\n-- edited` } : f));
+    const attempt = migrate(db.pool, { schema: "edited", migrations: edited });
+    await expect(attempt).rejects.toThrow(MigrationChecksumError);
+    await expect(attempt).rejects.toThrow(/migration 0001_jobs\.sql was changed after it was applied to schema "edited"/);
+  });
+
+  it("rolls back every file of a run when one fails, and says which", async () => {
+    const files = await readMigrations();
+    const broken = [...files, { version: 9999, name: "9999_broken.sql", checksum: "x", sql: "SELECT * FROM no_such_table" }];
+    await expect(migrate(db.pool, { schema: "broken", migrations: broken })).rejects.toThrow(/no_such_table/);
+    const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'broken'");
+    expect(rows[0].n).toBe(0);
+  });
+
+  it("refuses to run against a schema migrated by a newer picket", async () => {
+    const files = await readMigrations();
+    await migrate(db.pool, { schema: "newer" });
+    await db.pool.query("INSERT INTO newer.migrations (version, name, checksum) VALUES (9998, '9998_future.sql', 'f')");
+    await expect(migrate(db.pool, { schema: "newer", migrations: files })).rejects.toThrow(UnknownMigrationError);
+  });
+
+  it("works in any valid schema name and refuses an unsafe one", async () => {
+    await migrate(db.pool, { schema: "custom_jobs" });
+    const { rows } = await db.pool.query("SELECT (custom_jobs.add_job('t')).status");
+    expect(rows[0].status).toBe("pending");
+    await expect(migrate(db.pool, { schema: 'x"; DROP TABLE y; --' })).rejects.toThrow(InvalidConfigError);
+    await expect(migrate(db.pool, { schema: "Upper" })).rejects.toThrow(/schema name "Upper" is not allowed/);
+  });
+
+  it("accepts a plain client as well as a pool", async () => {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      expect((await migrate(client, { schema: "by_client" })).applied.length).toBeGreaterThan(0);
+    } finally {
+      await client.end();
+    }
+  });
+});
