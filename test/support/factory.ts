@@ -30,5 +30,6 @@ export const expireLease = async (db: Queryable, id: string, agoMs = 1_000): Pro
   });
 };
 
-export const row = async (db: Queryable, id: string) =>
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export const row = async (db: Queryable, id: string): Promise<any> =>
   (await db.query({ text: "SELECT * FROM picket.jobs WHERE id = $1", values: [id] })).rows[0];

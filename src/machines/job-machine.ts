@@ -1,0 +1,269 @@
+// The life of one claimed job, as a pure XState machine: no I/O here. The runtime provides every
+// actor (the handler run and each database write) as an Effect, so leaving a state interrupts
+// the Effect and aborts the AbortSignal the handler holds: "the machine left running" and "the
+// handler was cancelled" are one event. Every write after the claim is fenced by the claim's
+// token; a write that reports "fenced" ends the machine in `fenced`.
+import { assign, fromPromise, not, setup } from "xstate";
+import type { ClaimedJob, FencedResult } from "../db/index.ts";
+
+/** Why an attempt did not finish, as recorded on the row and in the logs. */
+export type JobErrorKind = "error" | "timeout" | "permanent" | "no_handler" | "invalid_payload";
+
+export interface JobError {
+  kind: JobErrorKind;
+  message: string;
+}
+
+export interface JobMachineInput {
+  job: ClaimedJob;
+  /** A handler is registered for job.type in this worker. */
+  hasHandler: boolean;
+  /** The task's timeout: the handler is interrupted when it runs this long. */
+  timeoutMs: number;
+}
+
+/** How the machine ended; the supervisor counts these, the demo prints them. */
+export type JobOutcome =
+  | "completed" // completion written under our claim
+  | "retried" // failure written: pending again after the backoff
+  | "dead" // failure written: dead (attempts spent or permanent)
+  | "released" // given back at the drain deadline, attempt not charged
+  | "fenced" // a write (or a lease renewal) found the claim lost: nothing written by us
+  | "abandoned" // the outcome could not be written; the sweep will retry the job after its lease
+  | "refused"; // no claim token: never run, never written
+
+export interface JobMachineContext {
+  job: ClaimedJob;
+  hasHandler: boolean;
+  timeoutMs: number;
+  result: unknown;
+  error: JobError | null;
+  /** What we were trying to write when the claim turned out to be lost. */
+  intended: JobOutcome | null;
+  outcome: JobOutcome | null;
+  /** The write error that left the job to the sweep. */
+  writeError: string | null;
+}
+
+export type JobMachineEvent =
+  /** Lease renewal (or a progress write) found the claim fenced: stop now, write nothing. */
+  | { type: "LEASE_LOST" }
+  /** The supervisor's drain deadline passed: stop the handler and release the job. */
+  | { type: "DRAIN_DEADLINE" };
+
+/** The input every write actor gets: the claim, and what to write. */
+export interface WriteInput {
+  job: ClaimedJob;
+  result: unknown;
+  error: JobError | null;
+}
+
+/** A handler's failure as the runtime reports it to the machine. */
+export interface HandlerFailure {
+  permanent: boolean;
+  message: string;
+}
+
+// Placeholders: the runtime (or a test) supplies every actor with machine.provide().
+const notProvided = (name: string) => async (): Promise<never> => {
+  throw new Error(`picket: the runtime did not provide the "${name}" actor`);
+};
+
+const writeActor = (name: string) => fromPromise<FencedResult, WriteInput>(notProvided(name));
+
+const failureOf = (error: unknown): HandlerFailure =>
+  typeof error === "object" && error !== null && "permanent" in error && "message" in error
+    ? (error as HandlerFailure)
+    : { permanent: false, message: error instanceof Error ? error.message : String(error) };
+
+const writeInput = ({ context }: { context: JobMachineContext }): WriteInput => ({
+  job: context.job,
+  result: context.result,
+  error: context.error,
+});
+
+export const jobMachine = setup({
+  types: {
+    context: {} as JobMachineContext,
+    events: {} as JobMachineEvent,
+    input: {} as JobMachineInput,
+    output: {} as { outcome: JobOutcome; error: JobError | null; intended: JobOutcome | null },
+  },
+  actors: {
+    /** Checks the payload against the task's schema (rejects with a message when it does not fit). */
+    validatePayload: fromPromise<void, { job: ClaimedJob }>(notProvided("validatePayload")),
+    /** Runs the user's handler; resolves with its result, rejects with a HandlerFailure. */
+    runHandler: fromPromise<unknown, { job: ClaimedJob }>(notProvided("runHandler")),
+    writeCompletion: writeActor("writeCompletion"),
+    writeFailure: writeActor("writeFailure"),
+    writeDeadLetter: writeActor("writeDeadLetter"),
+    writeRelease: writeActor("writeRelease"),
+  },
+  guards: {
+    hasToken: ({ context }) => typeof context.job.claimToken === "string" && context.job.claimToken.length > 0,
+    hasHandler: ({ context }) => context.hasHandler,
+    isPermanent: (_, failure: HandlerFailure) => failure.permanent,
+    applied: (_, result: FencedResult) => result.outcome === "applied",
+    wentDead: (_, result: FencedResult) => result.outcome === "applied" && result.status === "dead",
+  },
+  delays: {
+    jobTimeout: ({ context }) => context.timeoutMs,
+  },
+  actions: {
+    setResult: assign({ result: (_, result: unknown) => result }),
+    setError: assign({ error: (_, error: JobError) => error }),
+    setOutcome: assign({ outcome: (_, outcome: JobOutcome) => outcome }),
+    setIntended: assign({ intended: (_, intended: JobOutcome) => intended }),
+    setWriteError: assign({ writeError: (_, error: unknown) => (error instanceof Error ? error.message : String(error)) }),
+    // Logging and metrics are the runtime's; the machine only names the moments.
+    reportFenced: () => undefined,
+    reportAbandoned: () => undefined,
+    reportRefused: () => undefined,
+  },
+}).createMachine({
+  id: "job",
+  context: ({ input }) => ({
+    job: input.job,
+    hasHandler: input.hasHandler,
+    timeoutMs: input.timeoutMs,
+    result: undefined,
+    error: null,
+    intended: null,
+    outcome: null,
+    writeError: null,
+  }),
+  initial: "claimed",
+  states: {
+    claimed: {
+      always: [
+        // A claim without a token could only be written unfenced: refuse it, never run it.
+        { guard: not("hasToken"), target: "refused" },
+        {
+          guard: not("hasHandler"),
+          target: "deadLettering",
+          actions: {
+            type: "setError",
+            params: ({ context }) => ({ kind: "no_handler", message: `no handler is registered for task "${context.job.type}" in this worker` }),
+          },
+        },
+        { target: "checkingPayload" },
+      ],
+    },
+    checkingPayload: {
+      invoke: {
+        src: "validatePayload",
+        input: ({ context }) => ({ job: context.job }),
+        onDone: { target: "running" },
+        onError: {
+          target: "deadLettering",
+          actions: {
+            type: "setError",
+            params: ({ event }) => ({ kind: "invalid_payload", message: `payload does not match the task's schema: ${failureOf(event.error).message}` }),
+          },
+        },
+      },
+    },
+    running: {
+      invoke: {
+        src: "runHandler",
+        input: ({ context }) => ({ job: context.job }),
+        onDone: {
+          target: "completing",
+          actions: { type: "setResult", params: ({ event }: { event: { output: unknown } }) => event.output },
+        },
+        onError: [
+          {
+            guard: { type: "isPermanent", params: ({ event }) => failureOf(event.error) },
+            target: "deadLettering",
+            actions: { type: "setError", params: ({ event }) => ({ kind: "permanent", message: failureOf(event.error).message }) },
+          },
+          {
+            target: "failing",
+            actions: { type: "setError", params: ({ event }) => ({ kind: "error", message: failureOf(event.error).message }) },
+          },
+        ],
+      },
+      after: {
+        jobTimeout: {
+          target: "failing",
+          actions: {
+            type: "setError",
+            params: ({ context }) => ({ kind: "timeout", message: `timed out after ${context.timeoutMs} ms; the handler was interrupted` }),
+          },
+        },
+      },
+      on: {
+        LEASE_LOST: {
+          target: "fenced",
+          actions: { type: "setIntended", params: "completed" as JobOutcome },
+        },
+        DRAIN_DEADLINE: { target: "releasing" },
+      },
+    },
+    completing: {
+      entry: { type: "setIntended", params: "completed" as JobOutcome },
+      invoke: {
+        src: "writeCompletion",
+        input: writeInput,
+        onDone: [
+          { guard: { type: "applied", params: ({ event }) => event.output }, target: "done", actions: { type: "setOutcome", params: "completed" as JobOutcome } },
+          { target: "fenced" },
+        ],
+        onError: { target: "abandoned", actions: { type: "setWriteError", params: ({ event }: { event: { error: unknown } }) => event.error } },
+      },
+    },
+    failing: {
+      entry: { type: "setIntended", params: "retried" as JobOutcome },
+      invoke: {
+        src: "writeFailure",
+        input: writeInput,
+        onDone: [
+          { guard: { type: "wentDead", params: ({ event }) => event.output }, target: "done", actions: { type: "setOutcome", params: "dead" as JobOutcome } },
+          { guard: { type: "applied", params: ({ event }) => event.output }, target: "done", actions: { type: "setOutcome", params: "retried" as JobOutcome } },
+          { target: "fenced" },
+        ],
+        onError: { target: "abandoned", actions: { type: "setWriteError", params: ({ event }: { event: { error: unknown } }) => event.error } },
+      },
+    },
+    deadLettering: {
+      entry: { type: "setIntended", params: "dead" as JobOutcome },
+      invoke: {
+        src: "writeDeadLetter",
+        input: writeInput,
+        onDone: [
+          { guard: { type: "applied", params: ({ event }) => event.output }, target: "done", actions: { type: "setOutcome", params: "dead" as JobOutcome } },
+          { target: "fenced" },
+        ],
+        onError: { target: "abandoned", actions: { type: "setWriteError", params: ({ event }: { event: { error: unknown } }) => event.error } },
+      },
+    },
+    releasing: {
+      entry: { type: "setIntended", params: "released" as JobOutcome },
+      invoke: {
+        src: "writeRelease",
+        input: writeInput,
+        onDone: [
+          { guard: { type: "applied", params: ({ event }) => event.output }, target: "done", actions: { type: "setOutcome", params: "released" as JobOutcome } },
+          { target: "fenced" },
+        ],
+        onError: { target: "abandoned", actions: { type: "setWriteError", params: ({ event }: { event: { error: unknown } }) => event.error } },
+      },
+    },
+    fenced: {
+      type: "final",
+      entry: [{ type: "setOutcome", params: "fenced" as JobOutcome }, "reportFenced"],
+    },
+    abandoned: {
+      type: "final",
+      entry: [{ type: "setOutcome", params: "abandoned" as JobOutcome }, "reportAbandoned"],
+    },
+    refused: {
+      type: "final",
+      entry: [{ type: "setOutcome", params: "refused" as JobOutcome }, "reportRefused"],
+    },
+    done: { type: "final" },
+  },
+  output: ({ context }) => ({ outcome: context.outcome!, error: context.error, intended: context.intended }),
+});
+
+export type JobMachine = typeof jobMachine;

@@ -1,0 +1,145 @@
+// The supervisor's lifecycle as a pure XState machine: polling, the single drain, the deadline.
+// The runtime provides the poll (claim + dispatch, never awaiting the jobs it starts), the
+// background loops (lease renewal, sweep, retention, LISTEN) and the interruption of jobs.
+import { assign, fromCallback, fromPromise, setup } from "xstate";
+
+export interface SupervisorInput {
+  pollIntervalMs: number;
+  drainTimeoutMs: number;
+}
+
+/** What one poll did: `asked` slots offered to the claim, `claimed` jobs started. */
+export interface PollOutput {
+  asked: number;
+  claimed: number;
+}
+
+export interface SupervisorContext {
+  pollIntervalMs: number;
+  drainTimeoutMs: number;
+  /** Jobs started and not yet finished. */
+  running: number;
+  /** STOP arrived while a poll was in flight: drain once the poll has finished. */
+  stopRequested: boolean;
+  /** The last poll filled every slot it offered (or had none): more work may be waiting. */
+  saturated: boolean;
+}
+
+export type SupervisorEvent =
+  /** Begin the drain; idempotent. */
+  | { type: "STOP" }
+  /** Skip the rest of the drain deadline: interrupt and release now. */
+  | { type: "FORCE" }
+  /** Poll now: a NOTIFY arrived. */
+  | { type: "WAKE" }
+  /** A job machine reached its final state. */
+  | { type: "JOB_FINISHED" };
+
+const notProvided = (name: string) => async (): Promise<never> => {
+  throw new Error(`picket: the runtime did not provide the "${name}" actor`);
+};
+
+export const supervisorMachine = setup({
+  types: {
+    context: {} as SupervisorContext,
+    events: {} as SupervisorEvent,
+    input: {} as SupervisorInput,
+  },
+  actors: {
+    /** Claims what fits the free slots and starts a job machine per job, without awaiting them. */
+    poll: fromPromise<PollOutput, void>(notProvided("poll")),
+    /** Lease renewal, reclaim sweep, retention and LISTEN: each in its own error boundary. */
+    background: fromCallback<SupervisorEvent>(() => () => undefined),
+  },
+  guards: {
+    stopRequested: ({ context }) => context.stopRequested,
+    idle: ({ context }) => context.running === 0,
+    saturated: ({ context }) => context.saturated,
+    // Every slot offered was filled: more is probably waiting. (With no free slot to offer, the
+    // next poll waits for a job to finish instead, or it would spin.)
+    pollFull: (_, output: PollOutput) => output.asked > 0 && output.claimed === output.asked,
+  },
+  delays: {
+    pollInterval: ({ context }) => context.pollIntervalMs,
+    drainTimeout: ({ context }) => context.drainTimeoutMs,
+  },
+  actions: {
+    requestStop: assign({ stopRequested: true }),
+    recordPoll: assign({
+      running: ({ context }, output: PollOutput) => context.running + output.claimed,
+      saturated: (_, output: PollOutput) => output.asked === 0 || output.claimed === output.asked,
+    }),
+    countFinished: assign({ running: ({ context }) => Math.max(0, context.running - 1) }),
+    // Provided by the runtime: the drain deadline reaches every running job machine.
+    interruptJobs: () => undefined,
+    reportPollError: () => undefined,
+    reportDraining: () => undefined,
+  },
+}).createMachine({
+  id: "supervisor",
+  context: ({ input }) => ({
+    pollIntervalMs: input.pollIntervalMs,
+    drainTimeoutMs: input.drainTimeoutMs,
+    running: 0,
+    stopRequested: false,
+    saturated: false,
+  }),
+  // The background loops live as long as the supervisor: leases must be renewed while draining.
+  invoke: { src: "background" },
+  on: { JOB_FINISHED: { actions: "countFinished" } },
+  initial: "running",
+  states: {
+    running: {
+      initial: "polling",
+      states: {
+        polling: {
+          invoke: {
+            src: "poll",
+            onDone: [
+              { guard: "stopRequested", target: "#supervisor.draining", actions: { type: "recordPoll", params: ({ event }) => event.output } },
+              // A full batch means more is waiting: claim again at once.
+              {
+                guard: { type: "pollFull", params: ({ event }) => event.output },
+                target: "polling",
+                reenter: true,
+                actions: { type: "recordPoll", params: ({ event }) => event.output },
+              },
+              { target: "waiting", actions: { type: "recordPoll", params: ({ event }) => event.output } },
+            ],
+            onError: [
+              { guard: "stopRequested", target: "#supervisor.draining", actions: "reportPollError" },
+              { target: "waiting", actions: "reportPollError" },
+            ],
+          },
+          // An in-flight poll is awaited, not raced: its claims must reach their machines.
+          on: { STOP: { actions: "requestStop" } },
+        },
+        waiting: {
+          after: { pollInterval: { target: "polling" } },
+          on: {
+            WAKE: { target: "polling" },
+            STOP: { target: "#supervisor.draining" },
+            // A slot freed while work was left behind: claim into it now, not at the next tick.
+            JOB_FINISHED: [
+              { guard: "saturated", target: "polling", actions: "countFinished" },
+              { actions: "countFinished" },
+            ],
+          },
+        },
+      },
+    },
+    draining: {
+      entry: "reportDraining",
+      always: { guard: "idle", target: "stopped" },
+      after: { drainTimeout: { target: "releasing" } },
+      on: { FORCE: { target: "releasing" } },
+    },
+    releasing: {
+      entry: "interruptJobs",
+      always: { guard: "idle", target: "stopped" },
+    },
+    stopped: { type: "final" },
+  },
+});
+
+export type SupervisorMachine = typeof supervisorMachine;

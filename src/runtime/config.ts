@@ -1,0 +1,112 @@
+// The supervisor's options, their defaults, and the checks that make a bad value fail at start.
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import type pg from "pg";
+import { DEFAULT_SCHEMA, InvalidConfigError } from "../db/index.ts";
+import type { Logger } from "./logger.ts";
+import type { Task } from "./task.ts";
+
+export interface SupervisorOptions {
+  /** Tasks this worker runs; it claims only their types. */
+  tasks: readonly Task<any, any>[];
+  /** A connection string, or `pool`. */
+  connectionString?: string;
+  /** Your own pool; picket will not end it. */
+  pool?: pg.Pool;
+  /** Schema of picket's tables; default "picket". */
+  schema?: string;
+  /** Run migrations before starting; default false. */
+  migrate?: boolean;
+  /** Names this worker on the claims it makes; default host-pid-random. */
+  workerId?: string;
+  /** Most jobs running at once in this worker, over all tasks; default 10. */
+  concurrency?: number;
+  /** Longest wait between polls when no NOTIFY arrives; default 1000 ms. */
+  pollIntervalMs?: number;
+  /** How often expired claims are reclaimed; default 5000 ms. */
+  sweepIntervalMs?: number;
+  /** Most rows one sweep moves; default 1000. */
+  sweepBatchSize?: number;
+  /** How long stop() lets running jobs finish before interrupting and releasing them; default 30 s. */
+  drainTimeoutMs?: number;
+  /** Deletes old finished jobs; false turns it off. Default: completed and cancelled after 7 days, hourly. */
+  retention?: false | { olderThanMs?: number; intervalMs?: number; batchSize?: number };
+  /** LISTEN for enqueues to pick work up at once (polling stays as the fallback); default true. */
+  listen?: boolean;
+  /** The health server; off unless a port is given. */
+  health?: { port: number; host?: string; stalePollMs?: number };
+  /** pino logger; default JSON to stdout. */
+  logger?: Logger;
+  /** Include payloads in job log lines; default false. */
+  logPayloads?: boolean;
+  /** XState inspection callback (e.g. @statelyai/inspect's), attached to every machine. */
+  inspect?: (event: unknown) => void;
+}
+
+export interface ResolvedConfig {
+  schema: string;
+  workerId: string;
+  concurrency: number;
+  pollIntervalMs: number;
+  sweepIntervalMs: number;
+  sweepBatchSize: number;
+  drainTimeoutMs: number;
+  renewIntervalMs: number;
+  retention: false | { olderThanMs: number; intervalMs: number; batchSize: number };
+  listen: boolean;
+  health: false | { port: number; host: string; stalePollMs: number };
+  logPayloads: boolean;
+}
+
+const int = (name: string, value: unknown, fallback: number, min: number): number => {
+  const v = value ?? fallback;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > 2_147_483_647) {
+    throw new InvalidConfigError(`picket: ${name} must be an integer ≥ ${min} (got ${String(value)}).`);
+  }
+  return v;
+};
+
+export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
+  if (!options || !Array.isArray(options.tasks) || options.tasks.length === 0) {
+    throw new InvalidConfigError("picket: give the supervisor at least one task: createSupervisor({ tasks: [defineTask({ name, handler })], ... }).");
+  }
+  const names = new Set<string>();
+  for (const task of options.tasks) {
+    if (names.has(task.name)) throw new InvalidConfigError(`picket: task "${task.name}" is defined twice.`);
+    names.add(task.name);
+  }
+  if (!options.connectionString && !options.pool) {
+    throw new InvalidConfigError("picket: give the supervisor a connectionString (e.g. process.env.DATABASE_URL) or a pg pool.");
+  }
+  const pollIntervalMs = int("pollIntervalMs", options.pollIntervalMs, 1_000, 10);
+  // Renew three times per lease: two renewals can fail before the claim is at risk.
+  const renewIntervalMs = Math.max(50, Math.floor(Math.min(...options.tasks.map((t) => t.leaseMs)) / 3));
+  const retention =
+    options.retention === false
+      ? false
+      : {
+          olderThanMs: int("retention.olderThanMs", options.retention?.olderThanMs, 7 * 86_400_000, 0),
+          intervalMs: int("retention.intervalMs", options.retention?.intervalMs, 3_600_000, 1_000),
+          batchSize: int("retention.batchSize", options.retention?.batchSize, 1_000, 1),
+        };
+  return {
+    schema: options.schema ?? DEFAULT_SCHEMA,
+    workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
+    concurrency: int("concurrency", options.concurrency, 10, 1),
+    pollIntervalMs,
+    sweepIntervalMs: int("sweepIntervalMs", options.sweepIntervalMs, 5_000, 10),
+    sweepBatchSize: int("sweepBatchSize", options.sweepBatchSize, 1_000, 1),
+    drainTimeoutMs: int("drainTimeoutMs", options.drainTimeoutMs, 30_000, 0),
+    renewIntervalMs,
+    retention,
+    listen: options.listen ?? true,
+    health: options.health
+      ? {
+          port: int("health.port", options.health.port, 0, 0),
+          host: options.health.host ?? "0.0.0.0",
+          stalePollMs: int("health.stalePollMs", options.health.stalePollMs, Math.max(30_000, pollIntervalMs * 10), 1),
+        }
+      : false,
+    logPayloads: options.logPayloads ?? false,
+  };
+};

@@ -1,0 +1,81 @@
+// Runs a task's handler as an Effect. Interrupting the Effect (the job machine left `running`)
+// aborts the handler's AbortSignal; an isolated handler's worker thread is terminated instead.
+import { Worker } from "node:worker_threads";
+import { Effect } from "effect";
+import type { HandlerFailure } from "../machines/job-machine.ts";
+import type { HandlerContext, Task } from "./task.ts";
+
+const toFailure = (error: unknown): HandlerFailure => {
+  if (typeof error === "object" && error !== null && (error as { permanent?: unknown }).permanent === true) {
+    return { permanent: true, message: (error as Error).message ?? String(error) };
+  }
+  if (error instanceof Error) return { permanent: false, message: error.message || error.name };
+  return { permanent: false, message: typeof error === "string" ? error : JSON.stringify(error) ?? String(error) };
+};
+
+/** The handler's Effect: succeeds with its result, fails with a HandlerFailure. */
+export const runHandler = (
+  task: Task,
+  payload: unknown,
+  ctx: Omit<HandlerContext, "signal">,
+): Effect.Effect<unknown, HandlerFailure> =>
+  task.isolate !== undefined
+    ? runIsolated(task, payload, ctx)
+    : Effect.tryPromise({
+        try: async (signal) => {
+          const returned = task.handler!(payload, { ...ctx, signal });
+          // A handler may return an Effect: run it under the same signal, so it is interrupted too.
+          return Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal }) : returned;
+        },
+        catch: (error) => {
+          // Effect.runPromise rejects with the Effect's own failure wrapped; unwrap to the user's error.
+          const cause = error instanceof Error && "cause" in error && error.cause !== undefined && (error as { name?: string }).name === "FiberFailure" ? error.cause : error;
+          return toFailure(cause);
+        },
+      });
+
+const WORKER_SCRIPT = new URL(`./isolated-worker${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
+
+interface WorkerMessage {
+  type: "result" | "error" | "progress";
+  value?: unknown;
+  permanent?: boolean;
+  message?: string;
+}
+
+/** Runs the handler in a worker thread; interruption terminates the thread, busy loop or not. */
+const runIsolated = (task: Task, payload: unknown, ctx: Omit<HandlerContext, "signal">): Effect.Effect<unknown, HandlerFailure> =>
+  Effect.callback<unknown, HandlerFailure>((resume) => {
+    const worker = new Worker(WORKER_SCRIPT, {
+      workerData: {
+        module: String(task.isolate!.module),
+        exportName: task.isolate!.export ?? "default",
+        payload,
+        job: ctx.job,
+        idempotencyKey: ctx.idempotencyKey,
+      },
+    });
+    let settled = false;
+    worker.on("message", (message: WorkerMessage) => {
+      if (message.type === "progress") {
+        void ctx.reportProgress(message.value);
+        return;
+      }
+      settled = true;
+      resume(
+        message.type === "result"
+          ? Effect.succeed(message.value)
+          : Effect.fail({ permanent: message.permanent === true, message: message.message ?? "handler failed" }),
+      );
+      void worker.terminate();
+    });
+    worker.on("error", (error) => {
+      settled = true;
+      resume(Effect.fail(toFailure(error)));
+    });
+    worker.on("exit", (code) => {
+      if (!settled) resume(Effect.fail({ permanent: false, message: `isolated handler's thread exited with code ${code}` }));
+    });
+    // Runs on interruption only: the deadline stops the thread whatever it is doing.
+    return Effect.promise(() => worker.terminate());
+  });

@@ -1,0 +1,338 @@
+// The supervisor: owns the pool, the LISTEN connection, the poll, lease renewal, the sweep,
+// retention and the drain. Its lifecycle is the supervisor machine; each job is a job machine.
+import { Effect, Fiber } from "effect";
+import pg from "pg";
+import { createActor, fromCallback, fromPromise, waitFor, type Actor } from "xstate";
+import {
+  claimJobs,
+  deleteFinishedJobs,
+  migrate,
+  openPool,
+  renewLeases,
+  sweepExpiredClaims,
+  type ClaimedJob,
+  type ClaimWant,
+  type JobId,
+} from "../db/index.ts";
+import type { JobOutcome } from "../machines/job-machine.ts";
+import { supervisorMachine, type PollOutput } from "../machines/supervisor-machine.ts";
+import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
+import { startHealthServer, type HealthReport } from "./health-server.ts";
+import { startJobActor, type JobActor } from "./job-actor.ts";
+import { listenForJobs } from "./listener.ts";
+import { createLogger, type Logger } from "./logger.ts";
+import { loop } from "./loop.ts";
+import type { Task } from "./task.ts";
+
+interface RunningJob {
+  job: ClaimedJob;
+  /** Undefined when no handler is registered for job.type (the machine dead-letters it). */
+  task: Task | undefined;
+  actor: JobActor;
+  startedAt: number;
+}
+
+export interface SupervisorStats {
+  running: number;
+  runningByTask: Record<string, number>;
+  outcomes: Record<JobOutcome, number>;
+  lastPollAt: Date | null;
+  draining: boolean;
+}
+
+/** Called when a job's machine ends, with its outcome; the demo and tests listen here. */
+export type JobFinishedListener = (event: { job: ClaimedJob; outcome: JobOutcome; error: string | null; durationMs: number }) => void;
+
+export class Supervisor {
+  readonly config: ResolvedConfig;
+  readonly logger: Logger;
+  private readonly tasks: Map<string, Task>;
+  private readonly options: SupervisorOptions;
+  private pool: pg.Pool | undefined;
+  private actor: Actor<typeof supervisorMachine> | undefined;
+  private readonly running = new Map<JobId, RunningJob>();
+  private readonly outcomes: Record<JobOutcome, number> = {
+    completed: 0,
+    retried: 0,
+    dead: 0,
+    released: 0,
+    fenced: 0,
+    abandoned: 0,
+    refused: 0,
+  };
+  private readonly listeners = new Set<JobFinishedListener>();
+  private rotation = 0;
+  private lastPollAt: number | null = null;
+  private pollStartedAt: number | null = null;
+  private stopping: Promise<void> | undefined;
+  private healthFiber: Fiber.Fiber<never, unknown> | undefined;
+
+  constructor(options: SupervisorOptions) {
+    this.config = resolveConfig(options);
+    this.options = options;
+    this.logger = (options.logger ?? createLogger()).child({ worker_id: this.config.workerId });
+    this.tasks = new Map(options.tasks.map((task) => [task.name, task as Task]));
+  }
+
+  /** Connects (and migrates, when asked), then starts polling. Resolves once running. */
+  async start(): Promise<void> {
+    if (this.actor) throw new Error("picket: this supervisor was already started; create a new one to start again.");
+    this.pool = this.options.pool ?? (await openPool({
+      connectionString: this.options.connectionString!,
+      max: Math.min(this.config.concurrency + 4, 20),
+      onIdleError: (error) => this.logger.warn({ err: error }, "idle database connection failed; the pool replaces it"),
+    }));
+    if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
+    const machine = supervisorMachine.provide({
+      actors: {
+        poll: fromPromise(() => this.pollOnce()),
+        background: fromCallback(({ sendBack }) => {
+          const fiber = Effect.runFork(this.background((event) => sendBack(event)));
+          return () => void Effect.runFork(Fiber.interrupt(fiber));
+        }),
+      },
+      actions: {
+        interruptJobs: () => {
+          this.logger.warn({ running: this.running.size }, "drain deadline reached: interrupting and releasing running jobs");
+          for (const { actor } of this.running.values()) actor.send({ type: "DRAIN_DEADLINE" });
+        },
+        reportPollError: ({ event }) =>
+          this.logger.error({ err: (event as { error?: unknown }).error }, "poll failed; polling again after the interval"),
+        reportDraining: () => this.logger.info({ running: this.running.size }, "draining: claiming stopped, waiting for running jobs"),
+      },
+    });
+    this.actor = createActor(machine, {
+      input: { pollIntervalMs: this.config.pollIntervalMs, drainTimeoutMs: this.config.drainTimeoutMs },
+      ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
+    });
+    this.actor.subscribe({ error: (error) => this.logger.fatal({ err: error }, "supervisor machine failed") });
+    if (this.config.health) {
+      this.healthFiber = Effect.runFork(startHealthServer(this.config.health, () => this.health()));
+    }
+    this.actor.start();
+    this.logger.info({ tasks: [...this.tasks.keys()], concurrency: this.config.concurrency }, "worker started");
+  }
+
+  /**
+   * Drains once: claiming stops at once, an in-flight poll finishes first, running jobs get the
+   * drain deadline, then are interrupted and released. Every caller awaits the same drain.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      const actor = this.actor;
+      if (actor) {
+        actor.send({ type: "STOP" });
+        await waitFor(actor, (snapshot) => snapshot.status === "done", { timeout: Infinity });
+      }
+      if (this.healthFiber) await Effect.runPromise(Fiber.interrupt(this.healthFiber));
+      if (this.pool && !this.options.pool) await this.pool.end();
+      this.logger.info({ outcomes: this.outcomes }, "worker stopped");
+    })();
+    return this.stopping;
+  }
+
+  /** Ends the drain's grace period now: running jobs are interrupted and released. */
+  force(): void {
+    if (this.actor?.getSnapshot().status === "active") this.actor.send({ type: "FORCE" });
+  }
+
+  /** Listens to every job outcome of this worker. Returns the unsubscribe function. */
+  onJobFinished(listener: JobFinishedListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  stats(): SupervisorStats {
+    const runningByTask: Record<string, number> = {};
+    for (const { job } of this.running.values()) runningByTask[job.type] = (runningByTask[job.type] ?? 0) + 1;
+    return {
+      running: this.running.size,
+      runningByTask,
+      outcomes: { ...this.outcomes },
+      lastPollAt: this.lastPollAt === null ? null : new Date(this.lastPollAt),
+      draining: this.stopping !== undefined,
+    };
+  }
+
+  /** The health report: unhealthy only when the poll is stuck or the database is unreachable. */
+  async health(): Promise<HealthReport> {
+    const health = this.config.health;
+    const stalePollMs = health ? health.stalePollMs : 30_000;
+    const now = Date.now();
+    const pollStuck = this.pollStartedAt !== null && now - this.pollStartedAt > stalePollMs;
+    const pollStale = this.stopping === undefined && this.lastPollAt !== null && now - this.lastPollAt > stalePollMs + this.config.pollIntervalMs;
+    let databaseReachable = false;
+    try {
+      await Promise.race([
+        this.pool!.query("SELECT 1"),
+        new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 2_000).unref()),
+      ]);
+      databaseReachable = true;
+    } catch {
+      databaseReachable = false;
+    }
+    const stats = this.stats();
+    return {
+      healthy: databaseReachable && !pollStuck && !pollStale,
+      ready: !stats.draining,
+      lastPollAt: stats.lastPollAt?.toISOString() ?? null,
+      pollStuck: pollStuck || pollStale,
+      databaseReachable,
+      draining: stats.draining,
+      inFlight: stats.runningByTask,
+    };
+  }
+
+  /**
+   * One poll: offer the free slots to the tasks in rotating order, one slot at a time (so no
+   * task starves another by position), claim them in one statement, and start a machine per job
+   * without awaiting any of them.
+   */
+  private async pollOnce(): Promise<PollOutput> {
+    this.pollStartedAt = Date.now();
+    try {
+      const wants = this.offerSlots();
+      const asked = wants.reduce((sum, want) => sum + want.limit, 0);
+      if (asked === 0) return { asked: 0, claimed: 0 };
+      const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema });
+      for (const job of jobs) this.dispatch(job);
+      return { asked, claimed: jobs.length };
+    } finally {
+      this.pollStartedAt = null;
+      this.lastPollAt = Date.now();
+    }
+  }
+
+  private offerSlots(): ClaimWant[] {
+    const tasks = [...this.tasks.values()];
+    const counts = new Map<string, number>();
+    for (const { job } of this.running.values()) counts.set(job.type, (counts.get(job.type) ?? 0) + 1);
+    const limits = new Map<string, number>();
+    let free = this.config.concurrency - this.running.size;
+    const start = this.rotation++ % tasks.length;
+    for (let offered = true; free > 0 && offered; ) {
+      offered = false;
+      for (let i = 0; i < tasks.length && free > 0; i++) {
+        const task = tasks[(start + i) % tasks.length]!;
+        const limit = limits.get(task.name) ?? 0;
+        if ((counts.get(task.name) ?? 0) + limit < task.concurrency) {
+          limits.set(task.name, limit + 1);
+          free--;
+          offered = true;
+        }
+      }
+    }
+    return tasks
+      .filter((task) => (limits.get(task.name) ?? 0) > 0)
+      .map((task) => ({
+        type: task.name,
+        limit: limits.get(task.name)!,
+        leaseMs: task.leaseMs,
+        backoffBaseMs: task.backoffBaseMs,
+        backoffMaxMs: task.backoffMaxMs,
+      }));
+  }
+
+  private dispatch(job: ClaimedJob): void {
+    const task = this.tasks.get(job.type);
+    const actor = startJobActor(
+      {
+        pool: this.pool!,
+        schema: this.config.schema,
+        logger: this.logger,
+        logPayloads: this.config.logPayloads,
+        ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
+        onFenced: () => undefined,
+      },
+      job,
+      task,
+    );
+    const startedAt = Date.now();
+    const finish = (outcome: JobOutcome, error: string | null) => {
+      if (!this.running.delete(job.id)) return;
+      this.outcomes[outcome]++;
+      for (const listener of this.listeners) listener({ job, outcome, error, durationMs: Date.now() - startedAt });
+      this.actor?.send({ type: "JOB_FINISHED" });
+    };
+    actor.subscribe({
+      complete: () => {
+        const output = actor.getSnapshot().output!;
+        finish(output.outcome, output.error ? `${output.error.kind}: ${output.error.message}` : null);
+      },
+      error: (error) => {
+        this.logger.error({ err: error, job_id: job.id }, "job machine failed; the sweep will retry the job after its lease");
+        finish("abandoned", String(error));
+      },
+    });
+    // Registered before start: a machine may finish synchronously (refused, no handler).
+    this.running.set(job.id, { job, task, actor, startedAt });
+    actor.start();
+  }
+
+  /** Lease renewal, the sweep, retention and LISTEN, each in its own error boundary. */
+  private background(send: (event: { type: "WAKE" }) => void): Effect.Effect<void> {
+    const { config, logger, running } = this;
+    const schema = config.schema;
+    const pool = this.pool!;
+    const renew = Effect.gen(function* () {
+      const live = [...running.values()].filter(({ actor }) => actor.getSnapshot().status === "active");
+      if (live.length === 0) return;
+      const results = yield* Effect.tryPromise(() =>
+        renewLeases(pool, live.map(({ job, task }) => ({ id: job.id, token: job.claimToken, leaseMs: task?.leaseMs ?? 30_000 })), { schema }),
+      );
+      results.forEach((result, i) => {
+        if (result.outcome !== "fenced") return;
+        const { job, actor } = live[i]!;
+        logger.warn(
+          { job_id: job.id, task: job.type, claim_token: job.claimToken },
+          `lease renewal fenced: job ${job.id} (claim ${job.claimToken}) was reclaimed; interrupting its handler`,
+        );
+        actor.send({ type: "LEASE_LOST" });
+      });
+    });
+    const sweep = Effect.gen(function* () {
+      const swept = yield* Effect.tryPromise(() => sweepExpiredClaims(pool, config.sweepBatchSize, { schema }));
+      if (swept.length === 0) return;
+      logger.info(
+        {
+          requeued: swept.filter((s) => s.status === "pending").length,
+          dead: swept.filter((s) => s.status === "dead").length,
+          lost: swept.map((s) => ({ job_id: s.id, claim_token: s.lostToken, locked_by: s.lostBy })),
+        },
+        "sweep reclaimed jobs whose lease expired",
+      );
+    });
+    const loops: Effect.Effect<never>[] = [
+      loop("lease renewal", config.renewIntervalMs, renew, logger),
+      loop("sweep", config.sweepIntervalMs, sweep, logger),
+    ];
+    if (config.retention) {
+      const { olderThanMs, batchSize, intervalMs } = config.retention;
+      const retention = Effect.gen(function* () {
+        let deleted = 0;
+        for (let n = batchSize; n === batchSize; deleted += n) {
+          n = yield* Effect.tryPromise(() => deleteFinishedJobs(pool, { olderThanMs, batchSize }, { schema }));
+        }
+        if (deleted > 0) logger.info({ deleted }, "retention deleted old finished jobs");
+      });
+      loops.push(loop("retention", intervalMs, retention, logger));
+    }
+    if (config.listen) {
+      const connectionString = this.options.connectionString ?? connectionStringOf(pool);
+      const ours = new Set(this.tasks.keys());
+      loops.push(listenForJobs(connectionString, schema, (types) => types.some((t) => ours.has(t)) && send({ type: "WAKE" }), logger));
+    }
+    return Effect.all(loops, { concurrency: "unbounded", discard: true });
+  }
+}
+
+/** The connection settings of a caller's pool, for the LISTEN connection. */
+const connectionStringOf = (pool: pg.Pool): string => {
+  const o = pool.options as pg.PoolConfig;
+  if (o.connectionString) return o.connectionString;
+  const auth = o.user ? `${encodeURIComponent(o.user)}${o.password ? `:${encodeURIComponent(String(o.password))}` : ""}@` : "";
+  return `postgres://${auth}${o.host ?? "localhost"}:${o.port ?? 5432}/${o.database ?? ""}`;
+};
+
+/** Creates a supervisor; call start() to run it and stop() to drain it. */
+export const createSupervisor = (options: SupervisorOptions): Supervisor => new Supervisor(options);

@@ -1,0 +1,171 @@
+// What a user defines: a task's name, its handler and its options, checked once at definition.
+import { Effect, Schema } from "effect";
+import { checkTaskName, InvalidConfigError, type JobId } from "../db/index.ts";
+import type { Logger } from "./logger.ts";
+
+/** The job as a handler sees it. */
+export interface JobInfo {
+  id: JobId;
+  task: string;
+  /** 1 on the first run; counted at claim. */
+  attempt: number;
+  maxAttempts: number;
+  enqueuedAt: Date;
+}
+
+export interface HandlerContext {
+  job: JobInfo;
+  /** Fires when the job times out, loses its lease, or is stopped at the drain deadline. */
+  signal: AbortSignal;
+  /** Records progress (any JSON value) on the job row. Never throws: progress is telemetry. */
+  reportProgress(progress: unknown): Promise<void>;
+  /** A child logger naming job_id, task, attempt and claim_token. */
+  logger: Logger;
+  /**
+   * Stable across every attempt of this job: pass it to the systems you call so a retried or
+   * duplicated execution (see "What a fence cannot do" in the README) is recognised there.
+   */
+  idempotencyKey: string;
+  /** A stable key for one named step of the job: `${idempotencyKey}:${step}`. */
+  stepKey(step: string): string;
+}
+
+/** A handler is an async function, or a function returning an Effect. */
+export type Handler<P = unknown, R = unknown> = (
+  payload: P,
+  ctx: HandlerContext,
+) => Promise<R> | R | Effect.Effect<R, unknown, never>;
+
+/**
+ * Throw (or fail with) this to mark a failure that retrying cannot fix: the job goes dead now,
+ * whatever attempts remain.
+ */
+export class PermanentError extends Error {
+  override readonly name = "PermanentError";
+  readonly permanent = true;
+}
+
+/** Any Standard Schema validator (zod, valibot, arktype, Effect Schema via toStandardSchemaV1). */
+export interface StandardSchema<T = unknown> {
+  readonly "~standard": {
+    readonly version: 1;
+    readonly vendor: string;
+    readonly validate: (
+      value: unknown,
+    ) =>
+      | { readonly value: T; readonly issues?: undefined }
+      | { readonly issues: ReadonlyArray<{ readonly message: string; readonly path?: ReadonlyArray<unknown> }> }
+      | Promise<unknown>;
+  };
+}
+
+export type PayloadSchema<P> = StandardSchema<P> | Schema.Codec<P, unknown, never, never>;
+
+/** Run the handler in a worker thread that is terminated at the deadline. */
+export interface Isolation {
+  /** Module that exports the handler (an async function of (payload, { job, reportProgress })). */
+  module: string | URL;
+  /** Export name; default "default". */
+  export?: string;
+}
+
+export interface TaskDefinition<P = unknown, R = unknown> {
+  name: string;
+  /** Required unless `isolate` names the module that exports the handler. */
+  handler?: Handler<P, R>;
+  /** The handler is interrupted after this long; default 60 s. */
+  timeoutMs?: number;
+  /** Attempts for jobs enqueued through this task; default 5. */
+  maxAttempts?: number;
+  /** Retry spacing: min(maxMs, baseMs · 2^(attempt−1)), drawn from [½, 1] of that. Default 1 s, 1 h. */
+  backoff?: { baseMs?: number; maxMs?: number };
+  /** Most jobs of this task running at once in one worker; default: only the worker's limit. */
+  concurrency?: number;
+  /** How long a claim lasts without renewal; renewed every third of it. Default 30 s. */
+  leaseMs?: number;
+  /** Checked at enqueue (through picket's client) and again at claim. */
+  schema?: PayloadSchema<P>;
+  isolate?: Isolation;
+}
+
+export interface Task<P = unknown, R = unknown> {
+  readonly name: string;
+  readonly handler: Handler<P, R> | undefined;
+  readonly timeoutMs: number;
+  readonly maxAttempts: number;
+  readonly backoffBaseMs: number;
+  readonly backoffMaxMs: number;
+  readonly concurrency: number;
+  readonly leaseMs: number;
+  readonly schema: PayloadSchema<P> | undefined;
+  readonly isolate: Isolation | undefined;
+}
+
+const MAX_INT = 2_147_483_647;
+
+const integer = (task: string, name: string, value: unknown, fallback: number, min: number, max = MAX_INT): number => {
+  const v = value ?? fallback;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
+    throw new InvalidConfigError(`picket: task "${task}": ${name} must be an integer from ${min} to ${max} (got ${String(value)}).`);
+  }
+  return v;
+};
+
+/** Checks a task definition once, so a typo fails at start-up, not at the first job. */
+export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<P, R>): Task<P, R> => {
+  const name = checkTaskName(definition?.name, "task");
+  if (definition.handler === undefined && definition.isolate === undefined) {
+    throw new InvalidConfigError(`picket: task "${name}" needs a handler (or isolate: { module } naming the module that exports it).`);
+  }
+  if (definition.handler !== undefined && typeof definition.handler !== "function") {
+    throw new InvalidConfigError(`picket: task "${name}": handler must be a function (got ${typeof definition.handler}).`);
+  }
+  const schema = definition.schema;
+  if (schema !== undefined && !Schema.isSchema(schema) && typeof (schema as StandardSchema)["~standard"]?.validate !== "function") {
+    throw new InvalidConfigError(`picket: task "${name}": schema must be an Effect Schema or a Standard Schema validator (zod, valibot, ...).`);
+  }
+  const backoffBaseMs = integer(name, "backoff.baseMs", definition.backoff?.baseMs, 1_000, 0);
+  const backoffMaxMs = integer(name, "backoff.maxMs", definition.backoff?.maxMs, 3_600_000, 0);
+  if (backoffMaxMs < backoffBaseMs) {
+    throw new InvalidConfigError(`picket: task "${name}": backoff.maxMs (${backoffMaxMs}) is below backoff.baseMs (${backoffBaseMs}).`);
+  }
+  return {
+    name,
+    handler: definition.handler,
+    timeoutMs: integer(name, "timeoutMs", definition.timeoutMs, 60_000, 1),
+    maxAttempts: integer(name, "maxAttempts", definition.maxAttempts, 5, 1, 1_000_000),
+    backoffBaseMs,
+    backoffMaxMs,
+    concurrency: integer(name, "concurrency", definition.concurrency, MAX_INT, 1),
+    leaseMs: integer(name, "leaseMs", definition.leaseMs, 30_000, 100),
+    schema,
+    isolate: definition.isolate,
+  };
+};
+
+/**
+ * Validates a payload against the task's schema; resolves with nothing, or rejects with a
+ * message that names the offending path.
+ */
+export const checkPayload = async (task: Task, payload: unknown): Promise<void> => {
+  const schema = task.schema;
+  if (schema === undefined) return;
+  if (Schema.isSchema(schema)) {
+    const result = await Effect.runPromise(Effect.result(Schema.decodeUnknownEffect(schema as Schema.Codec<unknown>)(payload)));
+    if (result._tag === "Failure") throw new Error(String(result.failure.message ?? result.failure));
+    return;
+  }
+  const result = (await (schema as StandardSchema)["~standard"].validate(payload)) as {
+    issues?: ReadonlyArray<{ message: string; path?: ReadonlyArray<unknown> }>;
+  };
+  if (result.issues !== undefined && result.issues.length > 0) {
+    throw new Error(
+      result.issues
+        .map((issue) => {
+          const path = (issue.path ?? []).map((p) => (typeof p === "object" && p !== null && "key" in p ? String((p as { key: unknown }).key) : String(p)));
+          return path.length > 0 ? `${issue.message} at ${path.join(".")}` : issue.message;
+        })
+        .join("; "),
+    );
+  }
+};

@@ -1,0 +1,55 @@
+// Helpers for tests that run a real supervisor against the test database.
+import { Writable } from "node:stream";
+import { afterEach } from "vitest";
+import { createLogger } from "../../src/runtime/logger.ts";
+import { createSupervisor, type Supervisor } from "../../src/runtime/supervisor.ts";
+import type { SupervisorOptions } from "../../src/runtime/config.ts";
+import type { JobOutcome } from "../../src/machines/job-machine.ts";
+
+export interface LogLine {
+  level: number;
+  msg: string;
+  [field: string]: unknown;
+}
+
+/** A logger whose lines the test can read. */
+export const captureLogs = () => {
+  const lines: LogLine[] = [];
+  const destination = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of chunk.toString().split("\n").filter(Boolean)) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  return { lines, logger: createLogger({ destination, level: "debug" }) };
+};
+
+const started: Supervisor[] = [];
+
+// A test must not leave a supervisor running: stop (force) whatever a failed test left behind.
+afterEach(async () => {
+  await Promise.all(
+    started.splice(0).map(async (s) => {
+      s.force();
+      await s.stop();
+    }),
+  );
+});
+
+/** Starts a supervisor with fast test intervals and records every job outcome. */
+export const startWorker = async (options: Partial<SupervisorOptions> & Pick<SupervisorOptions, "tasks" | "connectionString">) => {
+  const logs = captureLogs();
+  const supervisor = createSupervisor({
+    pollIntervalMs: 50,
+    sweepIntervalMs: 100,
+    drainTimeoutMs: 5_000,
+    retention: false,
+    logger: logs.logger,
+    ...options,
+  });
+  const outcomes: Array<{ id: string; type: string; outcome: JobOutcome; error: string | null }> = [];
+  supervisor.onJobFinished(({ job, outcome, error }) => outcomes.push({ id: job.id, type: job.type, outcome, error }));
+  started.push(supervisor);
+  await supervisor.start();
+  return { supervisor, outcomes, logs: logs.lines };
+};
