@@ -15,26 +15,32 @@ export interface ClaimWant {
   backoffMaxMs: number;
 }
 
-// One round trip for every type: each type's LATERAL subquery takes at most its own limit from
-// the partial claim index, so a deep backlog of one type cannot crowd out another by ordering.
-// FOR UPDATE SKIP LOCKED lets concurrent workers claim disjoint rows without waiting. The UPDATE
-// re-checks status so the statement that writes is the one that decides. A fresh random token
-// fences every later write of this claim; attempts are counted here, at claim.
+// One round trip for every type. Each type's LATERAL subquery takes at most its own limit from
+// the partial claim index; the candidates are then dealt round-robin across types (every type's
+// first job, then every type's second, ...; ties in the order the types were given) up to the
+// worker's free slots, so a deep backlog of one type cannot crowd out another by ordering.
+// FOR UPDATE SKIP LOCKED lets concurrent workers claim disjoint rows without waiting (a
+// candidate locked but not dealt is only held until the statement commits). The UPDATE re-checks
+// status so the statement that writes is the one that decides. A fresh random token fences every
+// later write of this claim; attempts are counted here, at claim.
 const claimSql = perSchema(
   (schema) => `
   WITH wanted AS (
-    SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::int[])
-      AS w(type, lim, lease_ms, backoff_base_ms, backoff_max_ms)
-  ), picked AS (
-    SELECT p.id, w.lease_ms, w.backoff_base_ms, w.backoff_max_ms
+    SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::int[]) WITH ORDINALITY
+      AS w(type, lim, lease_ms, backoff_base_ms, backoff_max_ms, ord)
+  ), candidates AS (
+    SELECT p.id, w.ord, w.lease_ms, w.backoff_base_ms, w.backoff_max_ms,
+           row_number() OVER (PARTITION BY w.ord ORDER BY p.priority DESC, p.run_at, p.id) AS turn
     FROM wanted AS w
     CROSS JOIN LATERAL (
-      SELECT q.id FROM ${schema}.jobs AS q
+      SELECT q.id, q.priority, q.run_at FROM ${schema}.jobs AS q
       WHERE q.status = 'pending' AND q.type = w.type AND q.run_at <= now()
       ORDER BY q.priority DESC, q.run_at, q.id
       LIMIT w.lim
       FOR UPDATE SKIP LOCKED
     ) AS p
+  ), picked AS (
+    SELECT * FROM candidates ORDER BY turn, ord LIMIT $7
   )
   UPDATE ${schema}.jobs AS j
   SET status = 'processing',
@@ -57,7 +63,7 @@ const checkWant = (want: ClaimWant): void => {
     const value = want[name];
     if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > 2_147_483_647) {
       throw new InvalidConfigError(
-        `picket: claim for "${want.type}": ${name} must be an integer ≥ ${min} (got ${String(value)}).`,
+        `picket: claim for "${want.type}": ${name} must be an integer from ${min} to 2147483647 (got ${String(value)}).`,
       );
     }
   };
@@ -68,18 +74,27 @@ const checkWant = (want: ClaimWant): void => {
 };
 
 /**
- * Claims up to `want.limit` ready jobs of each wanted type for `workerId`, in one statement.
- * Returned jobs are processing, carry a fresh claim token, and have attempts already counted.
+ * Claims ready jobs for `workerId` in one statement: at most `want.limit` of each wanted type and
+ * at most `total` in all (default: the sum of the limits), dealt fairly across types. Returned
+ * jobs are processing, carry a fresh claim token, and have attempts already counted.
  */
 export const claimJobs = async (
   db: Queryable,
   workerId: string,
   wants: readonly ClaimWant[],
-  options: SchemaOption = {},
+  options: SchemaOption & { total?: number } = {},
 ): Promise<ClaimedJob[]> => {
   wants.forEach(checkWant);
+  const types = new Set(wants.map((want) => want.type));
+  if (types.size !== wants.length) {
+    throw new InvalidConfigError(`picket: claim names a type more than once (${wants.map((w) => w.type).join(", ")}); give each type once.`);
+  }
   const active = wants.filter((want) => want.limit > 0);
-  if (active.length === 0) return [];
+  const total = options.total ?? active.reduce((sum, want) => sum + want.limit, 0);
+  if (!Number.isInteger(total) || total < 0) {
+    throw new InvalidConfigError(`picket: claim total must be an integer ≥ 0 (got ${String(options.total)}).`);
+  }
+  if (active.length === 0 || total === 0) return [];
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const { rows } = await db.query<ClaimedJob>({
     name: `picket_claim_${schema}`,
@@ -91,6 +106,7 @@ export const claimJobs = async (
       active.map((w) => w.backoffBaseMs),
       active.map((w) => w.backoffMaxMs),
       workerId,
+      total,
     ],
   });
   return rows;

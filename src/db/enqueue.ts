@@ -1,5 +1,6 @@
 import { type Job, jobColumns } from "./job-row.ts";
-import { checkJobSpec, type JobSpec } from "./job-spec.ts";
+import { PicketError } from "./errors.ts";
+import { checkJobSpec, type CheckedJobSpec, type JobSpec } from "./job-spec.ts";
 import type { Queryable, SchemaOption } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 
@@ -38,42 +39,50 @@ export const enqueueJobs = async (
   const checked = specs.map(checkJobSpec);
   if (checked.length === 0) return [];
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const { rows } = await db.query<Job>({
-    text: insertJobs(schema),
-    values: [
-      checked.map((s) => s.type),
-      checked.map((s) => s.payloadJson),
-      checked.map((s) => s.runAt),
-      checked.map((s) => s.delayMs),
-      checked.map((s) => s.priority),
-      checked.map((s) => s.maxAttempts),
-      checked.map((s) => s.key),
-    ],
-  });
+  const insert = async (batch: CheckedJobSpec[]) =>
+    (
+      await db.query<Job>({
+        text: insertJobs(schema),
+        values: [
+          batch.map((s) => s.type),
+          batch.map((s) => s.payloadJson),
+          batch.map((s) => s.runAt),
+          batch.map((s) => s.delayMs),
+          batch.map((s) => s.priority),
+          batch.map((s) => s.maxAttempts),
+          batch.map((s) => s.key),
+        ],
+      })
+    ).rows;
   const byKey = new Map<string, Job>();
   const unkeyed: Job[] = [];
-  for (const row of rows) {
-    if (row.key === null) unkeyed.push(row);
-    else byKey.set(row.key, row);
+  const take = (rows: Job[]) => {
+    for (const row of rows) {
+      if (row.key === null) unkeyed.push(row);
+      else byKey.set(row.key, row);
+    }
+  };
+  take(await insert(checked));
+  // A key held by a live job resolves to that job. If the holder finished between the INSERT and
+  // the lookup, the key is free again: insert those specs once more (a bounded number of rounds).
+  let unresolved = checked.filter((s) => s.key !== null && !byKey.has(s.key));
+  for (let round = 0; unresolved.length > 0 && round < 3; round++) {
+    const live = await db.query<Job>({ text: selectLiveByKey(schema), values: [unresolved.map((s) => s.key)] });
+    take(live.rows);
+    unresolved = unresolved.filter((s) => !byKey.has(s.key!));
+    if (unresolved.length > 0) take(await insert(unresolved));
+    unresolved = unresolved.filter((s) => !byKey.has(s.key!));
   }
-  const missingKeys = checked.flatMap((s) => (s.key !== null && !byKey.has(s.key) ? [s.key] : []));
-  if (missingKeys.length > 0) {
-    const live = await db.query<Job>({ text: selectLiveByKey(schema), values: [missingKeys] });
-    for (const row of live.rows) byKey.set(row.key!, row);
+  if (unresolved.length > 0) {
+    // Only reachable when the key's holder is invisible to the caller's snapshot (REPEATABLE READ
+    // or SERIALIZABLE) or keeps finishing and reappearing; the caller's transaction decides.
+    throw new PicketError(
+      `picket: job "${unresolved[0]!.type}" with key ${JSON.stringify(unresolved[0]!.key)} was not created because another job holds that key, ` +
+        `and that job could not be read back. If you enqueue inside a REPEATABLE READ or SERIALIZABLE transaction, retry the transaction.`,
+    );
   }
   let next = 0;
-  return checked.map((spec) => {
-    if (spec.key === null) return unkeyed[next++]!;
-    const job = byKey.get(spec.key);
-    if (job === undefined) {
-      // Only reachable when the winner is invisible to the caller's snapshot (REPEATABLE READ).
-      throw new Error(
-        `picket: job "${spec.type}" with key ${JSON.stringify(spec.key)} was not created because a live job holds that key, ` +
-          `but that job is not visible in this transaction's snapshot; enqueue in a READ COMMITTED transaction.`,
-      );
-    }
-    return job;
-  });
+  return checked.map((spec) => (spec.key === null ? unkeyed[next++]! : byKey.get(spec.key)!));
 };
 
 /** Enqueues one job; see enqueueJobs. */

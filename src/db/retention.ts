@@ -1,3 +1,4 @@
+import { InvalidConfigError } from "./errors.ts";
 import type { Queryable, SchemaOption } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 
@@ -27,6 +28,11 @@ export const deleteFinishedJobs = async (
   args: { olderThanMs: number; batchSize: number; statuses?: readonly FinishedStatus[] },
   options: SchemaOption = {},
 ): Promise<number> => {
+  if (!Number.isInteger(args.batchSize) || args.batchSize < 1 || !Number.isFinite(args.olderThanMs) || args.olderThanMs < 0) {
+    throw new InvalidConfigError(
+      `picket: retention needs batchSize ≥ 1 and olderThanMs ≥ 0 (got ${String(args.batchSize)}, ${String(args.olderThanMs)}).`,
+    );
+  }
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const result = await db.query({
     text: deleteFinishedSql(schema),

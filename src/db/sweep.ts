@@ -1,3 +1,4 @@
+import { InvalidConfigError } from "./errors.ts";
 import type { JobId, JobStatus } from "./job-row.ts";
 import type { Queryable, SchemaOption } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
@@ -50,6 +51,9 @@ export const sweepExpiredClaims = async (
   batchSize: number,
   options: SchemaOption = {},
 ): Promise<SweptJob[]> => {
+  if (!Number.isInteger(batchSize) || batchSize < 1) {
+    throw new InvalidConfigError(`picket: sweep batch size must be an integer ≥ 1 (got ${String(batchSize)}).`);
+  }
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const { rows } = await db.query<SweptJob>({
     name: `picket_sweep_${schema}`,

@@ -184,53 +184,40 @@ export class Supervisor {
   }
 
   /**
-   * One poll: offer the free slots to the tasks in rotating order, one slot at a time (so no
-   * task starves another by position), claim them in one statement, and start a machine per job
-   * without awaiting any of them.
+   * One poll: offer every task the free slots it may use, claim in one statement that deals the
+   * worker's free slots fairly across tasks (rotating which task goes first), and start a machine
+   * per job without awaiting any of them.
    */
   private async pollOnce(): Promise<PollOutput> {
     this.pollStartedAt = Date.now();
     try {
-      const wants = this.offerSlots();
-      const asked = wants.reduce((sum, want) => sum + want.limit, 0);
-      if (asked === 0) return { asked: 0, claimed: 0 };
-      const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema });
+      const free = this.config.concurrency - this.running.size;
+      const wants = this.offerSlots(free);
+      if (wants.length === 0) return { asked: 0, claimed: 0 };
+      const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema, total: free });
       for (const job of jobs) this.dispatch(job);
-      return { asked, claimed: jobs.length };
+      return { asked: free, claimed: jobs.length };
     } finally {
       this.pollStartedAt = null;
       this.lastPollAt = Date.now();
     }
   }
 
-  private offerSlots(): ClaimWant[] {
+  private offerSlots(free: number): ClaimWant[] {
+    if (free <= 0) return [];
     const tasks = [...this.tasks.values()];
     const counts = new Map<string, number>();
     for (const { job } of this.running.values()) counts.set(job.type, (counts.get(job.type) ?? 0) + 1);
-    const limits = new Map<string, number>();
-    let free = this.config.concurrency - this.running.size;
     const start = this.rotation++ % tasks.length;
-    for (let offered = true; free > 0 && offered; ) {
-      offered = false;
-      for (let i = 0; i < tasks.length && free > 0; i++) {
-        const task = tasks[(start + i) % tasks.length]!;
-        const limit = limits.get(task.name) ?? 0;
-        if ((counts.get(task.name) ?? 0) + limit < task.concurrency) {
-          limits.set(task.name, limit + 1);
-          free--;
-          offered = true;
-        }
-      }
-    }
-    return tasks
-      .filter((task) => (limits.get(task.name) ?? 0) > 0)
+    return [...tasks.slice(start), ...tasks.slice(0, start)]
       .map((task) => ({
         type: task.name,
-        limit: limits.get(task.name)!,
+        limit: Math.min(free, task.concurrency - (counts.get(task.name) ?? 0)),
         leaseMs: task.leaseMs,
         backoffBaseMs: task.backoffBaseMs,
         backoffMaxMs: task.backoffMaxMs,
-      }));
+      }))
+      .filter((want) => want.limit > 0);
   }
 
   private dispatch(job: ClaimedJob): void {

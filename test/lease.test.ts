@@ -1,0 +1,87 @@
+import { describe, expect, it } from "vitest";
+import { claimJobs, completeJobs, enqueueJob, sweepExpiredClaims } from "../src/db/index.ts";
+import { defineTask } from "../src/runtime/task.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { row, want } from "./support/factory.ts";
+import { startWorker } from "./support/worker.ts";
+
+const db = useTestDatabase();
+
+/** Another worker steals the job: expire the lease (as if our process stalled), sweep, claim, complete. */
+const steal = async (id: string, type: string) => {
+  await db.pool.query("UPDATE picket.jobs SET lock_until = now() - interval '1 second' WHERE id = $1", [id]);
+  await sweepExpiredClaims(db.pool, 100);
+  await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [id]);
+  const [stolen] = await claimJobs(db.pool, "thief", [want(type, { limit: 1 })]);
+  expect(stolen?.id).toBe(id);
+  await completeJobs(db.pool, [{ id, token: stolen!.claimToken, result: "thief's outcome" }]);
+  return stolen!;
+};
+
+describe("lost claims", () => {
+  it("interrupts the stale execution when its lease renewal is fenced, and warns with job and token", async () => {
+    let aborted = false;
+    let running: () => void = () => undefined;
+    const isRunning = new Promise<void>((resolve) => (running = resolve));
+    const task = defineTask({
+      name: "stolen",
+      leaseMs: 300, // renewed every 100 ms
+      timeoutMs: 60_000,
+      handler: (_p, { signal }) =>
+        new Promise((_resolve, reject) => {
+          running();
+          signal.addEventListener("abort", () => {
+            aborted = true;
+            reject(new Error("aborted"));
+          });
+        }),
+    });
+    const job = await enqueueJob(db.pool, { type: "stolen" });
+    const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await isRunning;
+    const { claimToken: ours } = await row(db.pool, job.id).then((r) => ({ claimToken: r.claim_token as string }));
+    await steal(job.id, "stolen");
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "fenced" });
+    expect(aborted).toBe(true);
+    expect(logs).toContainEqual(
+      expect.objectContaining({ level: 40, job_id: job.id, claim_token: ours, msg: expect.stringContaining(`job ${job.id} (claim ${ours})`) }),
+    );
+    expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", result: "thief's outcome", locked_by: "thief" });
+  });
+
+  it("fences the completion of a stale execution that finished after its claim was stolen", async () => {
+    let finish: () => void = () => undefined;
+    let running: () => void = () => undefined;
+    const isRunning = new Promise<void>((resolve) => (running = resolve));
+    const task = defineTask({
+      name: "late",
+      leaseMs: 60_000, // no renewal during the test: the completion write is what meets the fence
+      handler: () =>
+        new Promise((resolve) => {
+          running();
+          finish = () => resolve("stale outcome");
+        }),
+    });
+    const job = await enqueueJob(db.pool, { type: "late" });
+    const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await isRunning;
+    const ours = (await row(db.pool, job.id)).claim_token as string;
+    await steal(job.id, "late");
+    finish();
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "fenced" });
+    expect(logs).toContainEqual(expect.objectContaining({ level: 40, job_id: job.id, claim_token: ours, intended: "completed" }));
+    expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", result: "thief's outcome" });
+  });
+
+  it("renews the leases of running jobs, so a long job is never swept from a live worker", async () => {
+    const task = defineTask({
+      name: "long",
+      leaseMs: 200,
+      handler: () => new Promise((resolve) => setTimeout(() => resolve("done"), 1_000)),
+    });
+    const job = await enqueueJob(db.pool, { type: "long" });
+    const { outcomes } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", attempts: 1, result: "done" });
+  });
+});
