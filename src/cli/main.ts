@@ -3,7 +3,13 @@
 // turns picket's errors into a one-line message and a non-zero exit code.
 import { Command, CommanderError } from "commander";
 import { PicketError } from "../db/index.ts";
+import { demoCommand } from "./demo.ts";
+import { enqueueCommand } from "./enqueue.ts";
+import { jobsCommand } from "./jobs.ts";
+import { machinesCommand } from "./machines.ts";
 import { migrateCommand } from "./migrate.ts";
+import { statsCommand } from "./stats.ts";
+import { workerCommand } from "./worker.ts";
 
 const program = new Command()
   .name("picket")
@@ -11,7 +17,13 @@ const program = new Command()
   .showHelpAfterError("(run with --help for usage)")
   .exitOverride();
 
+demoCommand(program);
+workerCommand(program);
+enqueueCommand(program);
+statsCommand(program);
+jobsCommand(program);
 migrateCommand(program);
+machinesCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -13,3 +13,4 @@ export type { Queryable, SchemaOption } from "./queryable.ts";
 export * from "./retention.ts";
 export { DEFAULT_SCHEMA, notifyChannel } from "./schema-name.ts";
 export * from "./sweep.ts";
+export * from "./stats.ts";

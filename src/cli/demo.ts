@@ -1,0 +1,125 @@
+// `picket demo`: an embedded PostgreSQL, a mixed workload, a worker with a live display, and a
+// summary of what happened to every job.
+import type { Command } from "commander";
+import logUpdate from "log-update";
+import type pg from "pg";
+import { enqueueJobs, migrate } from "../db/index.ts";
+import { createLogger } from "../runtime/logger.ts";
+import { createSupervisor } from "../runtime/supervisor.ts";
+import { demoTasks, demoWorkload } from "./demo-tasks.ts";
+import { withPool } from "./shared.ts";
+
+const SCHEMA = "picket_demo";
+
+interface Row {
+  id: string;
+  type: string;
+  status: string;
+  attempts: number;
+  progress: { percent?: number } | null;
+}
+
+const snapshot = async (pool: pg.Pool): Promise<Row[]> =>
+  (await pool.query<Row>(`SELECT id, type, status, attempts, progress FROM ${SCHEMA}.jobs ORDER BY id`)).rows;
+
+const table = (headers: string[], rows: Array<Array<string | number>>): string => {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+  const line = (cells: Array<string | number>) =>
+    cells.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]!) : String(c).padStart(widths[i]!))).join("  ");
+  return [line(headers), widths.map((w) => "─".repeat(w)).join("  "), ...rows.map(line)].join("\n");
+};
+
+const liveView = (rows: Row[], elapsedMs: number): string => {
+  const tasks = demoTasks.map((t) => t.name);
+  const count = (type: string, status: string) => rows.filter((r) => r.type === type && r.status === status).length;
+  const running = rows.filter((r) => r.status === "processing");
+  const bar = (percent: number) => `${"█".repeat(Math.round(percent / 10))}${"░".repeat(10 - Math.round(percent / 10))}`;
+  return [
+    `picket demo — ${(elapsedMs / 1000).toFixed(1)} s`,
+    "",
+    table(["task", "pending", "running", "completed", "dead"], tasks.map((t) => [t, count(t, "pending"), count(t, "processing"), count(t, "completed"), count(t, "dead")])),
+    "",
+    "running now:",
+    ...running.map((r) => `  job ${r.id.padStart(3)}  ${r.type.padEnd(8)} attempt ${r.attempts}${r.progress?.percent !== undefined ? `  ${bar(r.progress.percent)} ${r.progress.percent}%` : ""}`),
+  ].join("\n");
+};
+
+export const runDemo = async (options: { databaseUrl?: string; concurrency: number }): Promise<void> => {
+  const tty = process.stdout.isTTY === true;
+  const say = (line: string) => process.stdout.write(`${line}\n`);
+  say(options.databaseUrl || process.env.DATABASE_URL ? "picket demo: using the database you gave" : "picket demo: starting an embedded PostgreSQL (a temporary folder, removed afterwards)…");
+  await withPool(
+    { schema: SCHEMA, ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}) },
+    async (pool, database) => {
+      // The demo's own schema, recreated each run, so it never touches a real queue's jobs.
+      await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+      await migrate(pool, { schema: SCHEMA });
+      const jobs = await enqueueJobs(pool, demoWorkload(), { schema: SCHEMA });
+      say(`enqueued ${jobs.length} jobs: fast, slow (with progress), flaky (fail twice, then succeed), one that times out, one poison job`);
+
+      const supervisor = createSupervisor({
+        tasks: demoTasks,
+        connectionString: database.url,
+        schema: SCHEMA,
+        concurrency: options.concurrency,
+        pollIntervalMs: 200,
+        sweepIntervalMs: 1_000,
+        retention: false,
+        logger: createLogger({ level: "error" }),
+      });
+      const runs = new Map<string, number[]>();
+      supervisor.onJobFinished(({ job, outcome, error, durationMs }) => {
+        runs.set(job.type, [...(runs.get(job.type) ?? []), durationMs]);
+        if (!tty) say(`job ${job.id} ${job.type} attempt ${job.attempts}: ${outcome} in ${durationMs} ms${error ? ` (${error})` : ""}`);
+      });
+      const started = Date.now();
+      await supervisor.start();
+      let rows = await snapshot(pool);
+      while (rows.some((r) => r.status === "pending" || r.status === "processing")) {
+        if (tty) logUpdate(liveView(rows, Date.now() - started));
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        rows = await snapshot(pool);
+      }
+      if (tty) logUpdate(liveView(rows, Date.now() - started));
+      logUpdate.done();
+      await supervisor.stop();
+
+      const { rows: summary } = await pool.query<{
+        type: string; jobs: number; completed: number; dead: number; attempts: number; avg_ms: number; max_ms: number;
+      }>(`
+        SELECT type, count(*)::int AS jobs, count(*) FILTER (WHERE status = 'completed')::int AS completed,
+               count(*) FILTER (WHERE status = 'dead')::int AS dead, sum(attempts)::int AS attempts,
+               round(avg(extract(epoch FROM finished_at - created_at) * 1000))::int AS avg_ms,
+               round(max(extract(epoch FROM finished_at - created_at) * 1000))::int AS max_ms
+        FROM ${SCHEMA}.jobs GROUP BY type ORDER BY min(id)`);
+      say("");
+      say(`all ${jobs.length} jobs finished in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      say("");
+      say(
+        table(
+          ["task", "jobs", "completed", "dead", "attempts", "runs", "avg run ms", "enqueue→done avg ms", "max ms"],
+          summary.map((s) => {
+            const durations = runs.get(s.type) ?? [];
+            const avgRun = durations.length ? Math.round(durations.reduce((a, b) => a + b, 0) / durations.length) : 0;
+            return [s.type, s.jobs, s.completed, s.dead, s.attempts, durations.length, avgRun, s.avg_ms, s.max_ms];
+          }),
+        ),
+      );
+      const { rows: dead } = await pool.query<{ id: string; type: string; last_error: string }>(
+        `SELECT id, type, last_error FROM ${SCHEMA}.jobs WHERE status = 'dead' ORDER BY id`,
+      );
+      say("");
+      for (const d of dead) say(`dead: job ${d.id} (${d.type}): ${d.last_error}`);
+    },
+    { temporary: true },
+  );
+};
+
+export const demoCommand = (program: Command): void => {
+  program
+    .command("demo")
+    .description("run a mixed workload on an embedded PostgreSQL (or --database-url) and show what happens")
+    .option("--database-url <url>", "use this server instead of the embedded one (the demo works in schema picket_demo)")
+    .option("--concurrency <n>", "worker concurrency", (v) => Number(v), 8)
+    .action(runDemo);
+};

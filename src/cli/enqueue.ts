@@ -1,0 +1,49 @@
+import type { Command } from "commander";
+import { enqueueJob } from "../db/index.ts";
+import { integerOption, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
+
+interface EnqueueOptions extends DatabaseOptions {
+  runAt?: string;
+  delay?: number;
+  priority?: number;
+  maxAttempts?: number;
+  key?: string;
+}
+
+export const enqueueCommand = (program: Command): void => {
+  withDatabaseOptions(
+    program
+      .command("enqueue")
+      .description("add a job; prints it as JSON")
+      .argument("<task>", "task name")
+      .argument("[payload]", "payload as JSON", "{}")
+      .option("--run-at <iso>", "earliest time to run, ISO 8601 (e.g. 2030-01-01T09:00:00Z)")
+      .option("--delay <ms>", "run no earlier than this many milliseconds from now", integerOption("--delay"))
+      .option("--priority <n>", "higher runs first, -1000..1000", (v) => Number(v))
+      .option("--max-attempts <n>", "attempts before the job is dead", (v) => Number(v))
+      .option("--key <key>", "dedupe key: while a job with this key is pending or running, return it instead"),
+  ).action(async (task: string, payloadText: string, options: EnqueueOptions) => {
+    let payload: unknown;
+    try {
+      payload = JSON.parse(payloadText);
+    } catch (error) {
+      throw new Error(`payload is not valid JSON (${(error as Error).message}); quote it for your shell, e.g. '{"to":"a@example.com"}'`);
+    }
+    const job = await withPool(options, (pool) =>
+      enqueueJob(
+        pool,
+        {
+          type: task,
+          payload,
+          ...(options.runAt !== undefined ? { runAt: options.runAt } : {}),
+          ...(options.delay !== undefined ? { delayMs: options.delay } : {}),
+          ...(options.priority !== undefined ? { priority: options.priority } : {}),
+          ...(options.maxAttempts !== undefined ? { maxAttempts: options.maxAttempts } : {}),
+          ...(options.key !== undefined ? { key: options.key } : {}),
+        },
+        { schema: options.schema },
+      ),
+    );
+    process.stdout.write(`${JSON.stringify(job)}\n`);
+  });
+};

@@ -1,0 +1,27 @@
+import type { Command } from "commander";
+import { cancelPendingJob, retryDeadJob, type AdminResult } from "../db/index.ts";
+import { withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
+
+const report = (action: string, id: string, result: AdminResult, wanted: string): void => {
+  if (result.outcome === "applied") {
+    process.stdout.write(`job ${id} ${action}\n`);
+    return;
+  }
+  throw new Error(
+    result.outcome === "not_found"
+      ? `job ${id} does not exist`
+      : `job ${id} is ${result.status}; only ${wanted} jobs can be ${action}`,
+  );
+};
+
+export const jobsCommand = (program: Command): void => {
+  const jobs = program.command("jobs").description("act on one job");
+  withDatabaseOptions(jobs.command("retry").description("run a dead job again, with fresh attempts").argument("<id>")).action(
+    async (id: string, options: DatabaseOptions) =>
+      report("retried", id, await withPool(options, (pool) => retryDeadJob(pool, id, { schema: options.schema })), "dead"),
+  );
+  withDatabaseOptions(jobs.command("cancel").description("cancel a pending job").argument("<id>")).action(
+    async (id: string, options: DatabaseOptions) =>
+      report("cancelled", id, await withPool(options, (pool) => cancelPendingJob(pool, id, { schema: options.schema })), "pending"),
+  );
+};

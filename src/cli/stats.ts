@@ -1,0 +1,30 @@
+import type { Command } from "commander";
+import { queueStats, type QueueStats } from "../db/index.ts";
+import { withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
+
+const STATUSES = ["pending", "processing", "completed", "dead", "cancelled"] as const;
+
+export const formatStats = (stats: QueueStats): string => {
+  const types = [...new Set(stats.counts.map((c) => c.type))];
+  const count = (type: string, status: string) => stats.counts.find((c) => c.type === type && c.status === status)?.count ?? 0;
+  const width = Math.max(4, ...types.map((t) => t.length));
+  const lines = [["task".padEnd(width), ...STATUSES.map((s) => s.padStart(10))].join(" ")];
+  for (const type of types) lines.push([type.padEnd(width), ...STATUSES.map((s) => String(count(type, s)).padStart(10))].join(" "));
+  if (types.length === 0) lines.push("(no jobs)");
+  const age = stats.oldestReadyAgeSeconds;
+  lines.push("", `oldest ready pending job: ${age === null ? "none" : `${age.toFixed(1)} s`}`);
+  if (stats.recentDead.length > 0) {
+    lines.push("", "recent dead jobs (picket jobs retry <id> to run one again):");
+    for (const d of stats.recentDead) lines.push(`  ${d.id}  ${d.type}  after ${d.attempts} attempt(s): ${d.lastError ?? ""}`);
+  }
+  return `${lines.join("\n")}\n`;
+};
+
+export const statsCommand = (program: Command): void => {
+  withDatabaseOptions(
+    program.command("stats").description("jobs per task and status, oldest waiting job, recent dead jobs").option("--json", "print JSON"),
+  ).action(async (options: DatabaseOptions & { json?: boolean }) => {
+    const stats = await withPool(options, (pool) => queueStats(pool, { schema: options.schema }));
+    process.stdout.write(options.json ? `${JSON.stringify(stats, null, 2)}\n` : formatStats(stats));
+  });
+};

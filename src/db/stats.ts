@@ -1,0 +1,37 @@
+import type { Queryable, SchemaOption } from "./queryable.ts";
+import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+import type { JobStatus } from "./job-row.ts";
+
+export interface QueueStats {
+  /** Jobs per task and status. */
+  counts: Array<{ type: string; status: JobStatus; count: number }>;
+  /** Age of the oldest pending job that is ready to run, in seconds; null when none. */
+  oldestReadyAgeSeconds: number | null;
+  /** The most recently dead jobs, for an operator's first look. */
+  recentDead: Array<{ id: string; type: string; attempts: number; lastError: string | null; finishedAt: Date }>;
+}
+
+const countsSql = perSchema(
+  (schema) => `SELECT type, status, count(*)::int AS count FROM ${schema}.jobs GROUP BY type, status ORDER BY type, status`,
+);
+
+// Served by the claim index (pending rows only); run_at <= now() is the "ready" part.
+const oldestReadySql = perSchema(
+  (schema) => `SELECT extract(epoch FROM now() - min(run_at))::float8 AS age FROM ${schema}.jobs WHERE status = 'pending' AND run_at <= now()`,
+);
+
+const recentDeadSql = perSchema(
+  (schema) => `
+  SELECT id, type, attempts, last_error AS "lastError", finished_at AS "finishedAt"
+  FROM ${schema}.jobs WHERE status = 'dead' ORDER BY finished_at DESC NULLS LAST LIMIT $1`,
+);
+
+export const queueStats = async (db: Queryable, options: SchemaOption & { deadLimit?: number } = {}): Promise<QueueStats> => {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const [counts, oldest, dead] = await Promise.all([
+    db.query<QueueStats["counts"][number]>({ text: countsSql(schema) }),
+    db.query<{ age: number | null }>({ text: oldestReadySql(schema) }),
+    db.query<QueueStats["recentDead"][number]>({ text: recentDeadSql(schema), values: [options.deadLimit ?? 10] }),
+  ]);
+  return { counts: counts.rows, oldestReadyAgeSeconds: oldest.rows[0]?.age ?? null, recentDead: dead.rows };
+};

@@ -1,0 +1,63 @@
+// Prints a machine's definition for people: JSON for the Stately visualizer, and a Mermaid
+// state diagram for docs and reviews. Reads the machine's own state nodes, so it never drifts.
+import type { AnyStateMachine, AnyStateNode } from "xstate";
+
+/** The machine's definition as JSON (paste into the Stately visualizer / editor import). */
+export const machineJson = (machine: AnyStateMachine): string => JSON.stringify(machine.toJSON(), null, 2);
+
+const label = (eventType: string): string =>
+  eventType
+    .replace(/^xstate\.done\.actor\..*$/, "done")
+    .replace(/^xstate\.error\.actor\..*$/, "error")
+    .replace(/^xstate\.after\.(\d+|[^.]+)\..*$/, "after $1");
+
+/** A guard's name: "hasToken", "not hasToken", or the name given in { type }. */
+const guardName = (guard: unknown): string | null => {
+  if (guard === undefined || guard === null) return null;
+  if (typeof guard === "string") return guard;
+  if (typeof guard === "function") {
+    const inner = (guard as { guards?: unknown[] }).guards ?? [];
+    return `${guard.name} ${inner.map(guardName).join(", ")}`.trim();
+  }
+  return (guard as { type?: string }).type ?? "guard";
+};
+
+const mermaidId = (node: AnyStateNode): string => node.path.join("_") || node.machine.id;
+
+/** Every transition of a machine as (source, target, label) rows, always-transitions included. */
+export const machineTransitions = (machine: AnyStateMachine): Array<{ source: string; target: string; event: string; guard: string | null }> => {
+  const rows: Array<{ source: string; target: string; event: string; guard: string | null }> = [];
+  const visit = (node: AnyStateNode) => {
+    const groups: Array<[string, Array<{ target?: readonly AnyStateNode[]; guard?: unknown }>]> = [
+      ...[...node.transitions.entries()],
+      ["always", node.always ?? []],
+    ];
+    for (const [event, transitions] of groups) {
+      for (const t of transitions) {
+        const guard = guardName(t.guard);
+        for (const target of t.target ?? [node]) {
+          rows.push({ source: mermaidId(node), target: mermaidId(target), event: label(event), guard: guard === null ? null : String(guard) });
+        }
+      }
+    }
+    for (const child of Object.values(node.states)) visit(child);
+  };
+  for (const child of Object.values(machine.root.states)) visit(child);
+  return rows;
+};
+
+export const machineMermaid = (machine: AnyStateMachine): string => {
+  const lines = ["stateDiagram-v2"];
+  const visitStates = (node: AnyStateNode) => {
+    for (const child of Object.values(node.states)) {
+      if (child.parent === machine.root && machine.root.initial?.target.includes(child)) lines.push(`  [*] --> ${mermaidId(child)}`);
+      if (child.type === "final") lines.push(`  ${mermaidId(child)} --> [*]`);
+      visitStates(child);
+    }
+  };
+  visitStates(machine.root);
+  for (const row of machineTransitions(machine)) {
+    lines.push(`  ${row.source} --> ${row.target} : ${row.event}${row.guard ? ` [${row.guard}]` : ""}`);
+  }
+  return `${lines.join("\n")}\n`;
+};

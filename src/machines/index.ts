@@ -1,0 +1,3 @@
+export * from "./diagram.ts";
+export * from "./job-machine.ts";
+export * from "./supervisor-machine.ts";
