@@ -1,3 +1,4 @@
-// picket's public API.
+// picket's public API: the queue's statements, the runtime, and the machines.
 export * from "./db/index.ts";
-export { createLogger, jobLogger, type Logger, type LoggerOptions } from "./runtime/logger.ts";
+export * from "./machines/index.ts";
+export * from "./runtime/index.ts";

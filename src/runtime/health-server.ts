@@ -3,7 +3,8 @@
 // it would only lose their work. /ready is 503 while draining, so a balancer stops sending to it.
 import { createServer } from "node:http";
 import { NodeHttpServer } from "@effect/platform-node";
-import { Effect, Layer } from "effect";
+import { Effect, Layer, Logger } from "effect";
+import type { Logger as PinoLogger } from "./logger.ts";
 import { HttpRouter, HttpServerResponse } from "effect/http";
 
 export interface HealthReport {
@@ -20,6 +21,7 @@ export interface HealthReport {
 export const startHealthServer = (
   options: { port: number; host: string },
   report: () => Promise<HealthReport>,
+  logger: PinoLogger,
 ): Effect.Effect<never, unknown> => {
   const respond = (ok: (r: HealthReport) => boolean) =>
     Effect.promise(report).pipe(Effect.map((r) => HttpServerResponse.jsonUnsafe(r, { status: ok(r) ? 200 : 503 })));
@@ -27,6 +29,9 @@ export const startHealthServer = (
     HttpRouter.add("GET", "/health", respond((r) => r.healthy)),
     HttpRouter.add("GET", "/ready", respond((r) => r.ready && r.healthy)),
   );
-  const app = HttpRouter.serve(routes).pipe(Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host })));
-  return Layer.launch(app);
+  // Requests are not logged: probes arrive every few seconds and would drown the job logs.
+  const app = HttpRouter.serve(routes, { disableLogger: true }).pipe(Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host })));
+  // The server's own messages ("Listening on ...") go to picket's logger, not to stdout.
+  const logs = Logger.layer([Logger.make(({ message }) => logger.debug({ component: "health" }, String(message)))]);
+  return Layer.launch(app.pipe(Layer.provide(logs)));
 };

@@ -16,10 +16,18 @@ export interface LoggerOptions {
 export const createLogger = (options: LoggerOptions = {}): Logger => {
   const level = options.level ?? process.env.PICKET_LOG_LEVEL ?? "info";
   const base = { name: "picket" };
+  // Errors are logged by their message, code and stack only: pg errors carry the whole client
+  // (connection settings, parsed statements) as enumerable properties.
+  const serializers = {
+    err: (error: unknown) =>
+      error instanceof Error
+        ? { type: error.name, message: error.message, code: (error as { code?: unknown }).code, stack: error.stack }
+        : error,
+  };
   if (options.pretty) {
-    return pino({ level, base }, pino.transport({ target: "pino-pretty", options: { colorize: true, ignore: "pid,hostname" } }));
+    return pino({ level, base, serializers }, pino.transport({ target: "pino-pretty", options: { colorize: true, ignore: "pid,hostname" } }));
   }
-  return options.destination ? pino({ level, base }, options.destination) : pino({ level, base });
+  return options.destination ? pino({ level, base, serializers }, options.destination) : pino({ level, base, serializers });
 };
 
 /**

@@ -107,7 +107,7 @@ export class Supervisor {
     });
     this.actor.subscribe({ error: (error) => this.logger.fatal({ err: error }, "supervisor machine failed") });
     if (this.config.health) {
-      this.healthFiber = Effect.runFork(startHealthServer(this.config.health, () => this.health()));
+      this.healthFiber = Effect.runFork(startHealthServer(this.config.health, () => this.health(), this.logger));
     }
     this.actor.start();
     this.logger.info({ tasks: [...this.tasks.keys()], concurrency: this.config.concurrency }, "worker started");

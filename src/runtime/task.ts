@@ -113,7 +113,12 @@ const integer = (task: string, name: string, value: unknown, fallback: number, m
 
 /** Checks a task definition once, so a typo fails at start-up, not at the first job. */
 export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<P, R>): Task<P, R> => {
-  const name = checkTaskName(definition?.name, "task");
+  let name: string;
+  try {
+    name = checkTaskName(definition?.name, "task");
+  } catch (error) {
+    throw new InvalidConfigError((error as Error).message);
+  }
   if (definition.handler === undefined && definition.isolate === undefined) {
     throw new InvalidConfigError(`picket: task "${name}" needs a handler (or isolate: { module } naming the module that exports it).`);
   }

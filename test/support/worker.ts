@@ -37,7 +37,7 @@ afterEach(async () => {
 });
 
 /** Starts a supervisor with fast test intervals and records every job outcome. */
-export const startWorker = async (options: Partial<SupervisorOptions> & Pick<SupervisorOptions, "tasks" | "connectionString">) => {
+export const startWorker = async (options: Partial<SupervisorOptions> & Pick<SupervisorOptions, "tasks">) => {
   const logs = captureLogs();
   const supervisor = createSupervisor({
     pollIntervalMs: 50,

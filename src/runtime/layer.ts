@@ -1,0 +1,20 @@
+// The supervisor as an Effect service: acquired (started) with its Layer and drained when the
+// Layer's scope closes, so an Effect program's shutdown drains the worker.
+import { Context, Effect, Layer } from "effect";
+import type { SupervisorOptions } from "./config.ts";
+import { createSupervisor, type Supervisor } from "./supervisor.ts";
+
+export class PicketWorker extends Context.Service<PicketWorker, Supervisor>()("picket/Worker") {}
+
+export const workerLayer = (options: SupervisorOptions): Layer.Layer<PicketWorker, unknown> =>
+  Layer.effect(
+    PicketWorker,
+    Effect.acquireRelease(
+      Effect.tryPromise(async () => {
+        const supervisor = createSupervisor(options);
+        await supervisor.start();
+        return supervisor;
+      }),
+      (supervisor) => Effect.promise(() => supervisor.stop()),
+    ),
+  );

@@ -1,0 +1,131 @@
+// The `picket` command as a user runs it: real processes, real exit codes, real output.
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { useTestDatabase } from "./support/db.ts";
+
+const db = useTestDatabase();
+const CLI = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
+const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const picket = (args: string[], options: { env?: Record<string, string | undefined>; cwd?: string; onStart?: (pid: number, output: () => string) => void } = {}): Promise<Run> =>
+  new Promise((resolve) => {
+    const env = { ...process.env, ...options.env };
+    for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
+    const child = spawn(process.execPath, [CLI, ...args], { env, cwd: options.cwd ?? process.cwd(), stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    options.onStart?.(child.pid!, () => stdout + stderr);
+    child.on("exit", (code) => resolve({ code, stdout, stderr }));
+  });
+
+const withDb = { env: { DATABASE_URL: undefined } };
+
+describe("picket CLI", () => {
+  it("demo runs on the embedded PostgreSQL to its summary when no DATABASE_URL is set", async () => {
+    const run = await picket(["demo"], withDb);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain("starting an embedded PostgreSQL");
+    expect(run.stdout).toMatch(/all 50 jobs finished in/);
+    expect(run.stdout).toMatch(/fast\s+40\s+40\s+0\s+40/);
+    expect(run.stdout).toMatch(/flaky\s+5\s+5\s+0\s+15/);
+    expect(run.stdout).toMatch(/dead: job \d+ \(timeout\): timeout: timed out after 800 ms/);
+    expect(run.stdout).toMatch(/dead: job \d+ \(poison\): permanent: customer 7 does not exist/);
+  }, 120_000);
+
+  it("worker on the embedded PostgreSQL (project-local data) exits 0 on SIGTERM after draining", async () => {
+    const cwd = await mkdtemp(path.join(tmpdir(), "picket-cli-"));
+    await chmod(cwd, 0o755); // a project folder as usual: the postgres user can reach .picket inside it
+    try {
+      let pid = 0;
+      let output: () => string = () => "";
+      const running = picket(["worker", "--tasks", HELLO], { ...withDb, cwd, onStart: (p, o) => ((pid = p), (output = o)) });
+      await expect.poll(() => output(), { timeout: 60_000, interval: 100 }).toContain("worker started");
+      process.kill(pid, "SIGTERM");
+      const run = await running;
+      expect(run.code).toBe(0);
+      expect(run.stderr).toContain("SIGTERM received, draining");
+      expect(run.stdout).toContain("worker stopped");
+      expect(existsSync(path.join(cwd, ".picket", "pgdata", "PG_VERSION"))).toBe(true);
+    } finally {
+      await rm(cwd, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it("enqueues, reports stats, cancels and retries through the CLI", async () => {
+    const env = { env: { DATABASE_URL: db.url } };
+    const enqueued = await picket(["enqueue", "hello", '{"name":"cli"}', "--priority", "5", "--key", "cli-key"], env);
+    expect(enqueued.code).toBe(0);
+    const job = JSON.parse(enqueued.stdout);
+    expect(job).toMatchObject({ type: "hello", payload: { name: "cli" }, priority: 5, key: "cli-key", status: "pending" });
+    const stats = await picket(["stats", "--json"], env);
+    expect(JSON.parse(stats.stdout).counts).toContainEqual({ type: "hello", status: "pending", count: 1 });
+    expect((await picket(["stats"], env)).stdout).toMatch(/hello\s+1\s+0\s+0\s+0\s+0/);
+    expect(await picket(["jobs", "cancel", job.id], env)).toMatchObject({ code: 0, stdout: `job ${job.id} cancelled\n` });
+    const retry = await picket(["jobs", "retry", job.id], env);
+    expect(retry).toMatchObject({ code: 1, stderr: `picket: job ${job.id} is cancelled; only dead jobs can be retried\n` });
+  }, 60_000);
+
+  it("says what is wrong and exits non-zero on bad input", async () => {
+    const env = { env: { DATABASE_URL: db.url } };
+    const badJson = await picket(["enqueue", "hello", "{not json"], env);
+    expect(badJson.code).toBe(1);
+    expect(badJson.stderr).toMatch(/payload is not valid JSON/);
+    const badType = await picket(["enqueue", "has space", "{}"], env);
+    expect(badType).toMatchObject({ code: 1, stderr: expect.stringMatching(/may contain only letters/) });
+    const unreachable = await picket(["stats", "--database-url", "postgres://u:p@127.0.0.1:1/none"]);
+    expect(unreachable).toMatchObject({ code: 1, stderr: expect.stringMatching(/cannot connect to PostgreSQL at 127\.0\.0\.1:1\/none/) });
+    const noModule = await picket(["worker", "--tasks", "does-not-exist.ts"], env);
+    expect(noModule).toMatchObject({ code: 1, stderr: expect.stringMatching(/could not load the tasks module does-not-exist\.ts/) });
+    const unknown = await picket(["frobnicate"]);
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toMatch(/unknown command 'frobnicate'/);
+  }, 60_000);
+
+  it("prints the machines as JSON for the visualizer and as Mermaid", async () => {
+    const json = await picket(["machines", "--format", "json"]);
+    expect(JSON.parse(json.stdout).map((m: { id: string }) => m.id)).toEqual(["job", "supervisor"]);
+    const mermaid = await picket(["machines"]);
+    expect(mermaid.stdout).toContain("stateDiagram-v2");
+    expect(mermaid.stdout).toContain("running --> failing : after jobTimeout");
+  });
+
+  it("has --help for every command", async () => {
+    for (const command of ["demo", "worker", "enqueue", "stats", "jobs", "migrate", "machines"]) {
+      const help = await picket([command, "--help"]);
+      expect(help.code, command).toBe(0);
+      expect(help.stdout, command).toContain(`Usage: picket ${command}`);
+    }
+  }, 60_000);
+});
+
+describe("examples", () => {
+  for (const example of ["embed.ts", "effect-layer.ts"]) {
+    it(`examples/${example} runs to completion`, async () => {
+      const file = fileURLToPath(new URL(`../examples/${example}`, import.meta.url));
+      const run = await new Promise<Run>((resolve) => {
+        const child = spawn(process.execPath, [file], { env: { ...process.env, DATABASE_URL: db.url, PICKET_LOG_LEVEL: "warn" }, stdio: ["ignore", "pipe", "pipe"] });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+        child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+        child.on("exit", (code) => resolve({ code, stdout, stderr }));
+      });
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toMatch(/done\n$/);
+    }, 60_000);
+  }
+});

@@ -1,0 +1,79 @@
+import { createServer } from "node:net";
+import pg from "pg";
+import { describe, expect, it } from "vitest";
+import { enqueueJob } from "../src/db/index.ts";
+import { defineTask } from "../src/runtime/task.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { startWorker } from "./support/worker.ts";
+
+const db = useTestDatabase();
+
+const freePort = (): Promise<number> =>
+  new Promise((resolve) => {
+    const server = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+
+const get = async (port: number, path: string) => {
+  const response = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+};
+
+describe("health", () => {
+  it("stays 200 while a job runs longer than the stale-poll threshold, and other jobs keep being claimed", async () => {
+    const port = await freePort();
+    let finishLong: () => void = () => undefined;
+    const long = defineTask({ name: "long-running", handler: () => new Promise<void>((resolve) => (finishLong = resolve)) });
+    const quick = defineTask({ name: "quick", handler: async () => "ok" });
+    const longJob = await enqueueJob(db.pool, { type: "long-running" });
+    const { outcomes } = await startWorker({
+      connectionString: db.url,
+      tasks: [long, quick],
+      health: { port, host: "127.0.0.1", stalePollMs: 200 },
+    });
+    await expect.poll(async () => (await get(port, "/health").catch(() => ({ status: 0 }))).status, { timeout: 5_000 }).toBe(200);
+    await new Promise((r) => setTimeout(r, 600)); // three times the threshold, the long job still running
+    const health = await get(port, "/health");
+    expect(health.status).toBe(200);
+    expect(health.body).toMatchObject({ healthy: true, databaseReachable: true, draining: false, inFlight: { "long-running": 1 } });
+    const quickJob = await enqueueJob(db.pool, { type: "quick" });
+    await expect.poll(() => outcomes.find((o) => o.id === quickJob.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    expect(outcomes.find((o) => o.id === longJob.id)).toBeUndefined();
+    finishLong();
+  });
+
+  it("answers /ready 503 while draining", async () => {
+    const port = await freePort();
+    let finish: () => void = () => undefined;
+    const task = defineTask({ name: "holds-drain", handler: () => new Promise<void>((resolve) => (finish = resolve)) });
+    const job = await enqueueJob(db.pool, { type: "holds-drain" });
+    const { supervisor, outcomes } = await startWorker({
+      connectionString: db.url,
+      tasks: [task],
+      health: { port, host: "127.0.0.1", stalePollMs: 200 },
+    });
+    await expect.poll(async () => (await get(port, "/ready").catch(() => ({ status: 0 }))).status, { timeout: 5_000 }).toBe(200);
+    await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    const stopping = supervisor.stop();
+    const ready = await get(port, "/ready");
+    expect(ready).toMatchObject({ status: 503, body: { ready: false, draining: true } });
+    finish();
+    await stopping;
+    expect(outcomes).toEqual([expect.objectContaining({ id: job.id, outcome: "completed" })]);
+  });
+
+  it("answers /health 503 when the database is unreachable", async () => {
+    const port = await freePort();
+    const pool = new pg.Pool({ connectionString: db.url });
+    const task = defineTask({ name: "unused", handler: async () => "ok" });
+    const { supervisor } = await startWorker({ pool, tasks: [task], health: { port, host: "127.0.0.1" } });
+    await expect.poll(async () => (await get(port, "/health").catch(() => ({ status: 0 }))).status, { timeout: 5_000 }).toBe(200);
+    await pool.end(); // every query the worker makes now fails
+    const health = await get(port, "/health");
+    expect(health).toMatchObject({ status: 503, body: { healthy: false, databaseReachable: false } });
+    supervisor.force();
+    await supervisor.stop();
+  });
+});
