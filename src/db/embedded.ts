@@ -19,6 +19,8 @@ export interface EmbeddedPostgresOptions {
   dataDir?: string;
   /** Extra server settings, e.g. { fsync: "off" } for throwaway test data. */
   settings?: Record<string, string>;
+  /** Port to listen on; default a free one. Give the old port to restart a server in place. */
+  port?: number;
 }
 
 export interface EmbeddedPostgres {
@@ -192,7 +194,7 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions = {
   } else {
     await claimDataDir(dataDir);
   }
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const settings: Record<string, string> = {
     listen_addresses: "127.0.0.1",
     unix_socket_directories: "",
