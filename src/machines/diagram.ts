@@ -24,21 +24,39 @@ const guardName = (guard: unknown): string | null => {
 
 const mermaidId = (node: AnyStateNode): string => node.path.join("_") || node.machine.id;
 
-/** Every transition of a machine as (source, target, label) rows, always-transitions included. */
-export const machineTransitions = (machine: AnyStateMachine): Array<{ source: string; target: string; event: string; guard: string | null }> => {
-  const rows: Array<{ source: string; target: string; event: string; guard: string | null }> = [];
+export interface TransitionRow {
+  source: string;
+  target: string;
+  event: string;
+  guard: string | null;
+  /** "source --event [guard]--> target": names one transition, in tests' coverage reports too. */
+  key: string;
+}
+
+interface TransitionLike {
+  source: AnyStateNode;
+  target?: readonly AnyStateNode[] | undefined;
+  eventType: string;
+  guard?: unknown;
+}
+
+/** The rows of one transition definition (one per target; a targetless one stays in its source). */
+export const transitionRows = (t: TransitionLike): TransitionRow[] => {
+  const source = mermaidId(t.source);
+  const event = t.eventType === "" ? "always" : label(t.eventType);
+  const guard = guardName(t.guard);
+  return (t.target ?? [t.source]).map((node) => {
+    const target = mermaidId(node);
+    return { source, target, event, guard, key: `${source} --${event}${guard ? ` [${guard}]` : ""}--> ${target}` };
+  });
+};
+
+/** Every transition of a machine, always-transitions included (the root's own are left out). */
+export const machineTransitions = (machine: AnyStateMachine): TransitionRow[] => {
+  const rows: TransitionRow[] = [];
   const visit = (node: AnyStateNode) => {
-    const groups: Array<[string, Array<{ target?: readonly AnyStateNode[]; guard?: unknown }>]> = [
-      ...[...node.transitions.entries()],
-      ["always", node.always ?? []],
-    ];
-    for (const [event, transitions] of groups) {
-      for (const t of transitions) {
-        const guard = guardName(t.guard);
-        for (const target of t.target ?? [node]) {
-          rows.push({ source: mermaidId(node), target: mermaidId(target), event: label(event), guard: guard === null ? null : String(guard) });
-        }
-      }
+    for (const transitions of [...node.transitions.values(), node.always ?? []]) {
+      for (const t of transitions) rows.push(...transitionRows(t as TransitionLike));
     }
     for (const child of Object.values(node.states)) visit(child);
   };

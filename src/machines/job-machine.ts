@@ -151,6 +151,7 @@ export const jobMachine = setup({
     },
     checkingPayload: {
       invoke: {
+        id: "payloadCheck",
         src: "validatePayload",
         input: ({ context }) => ({ job: context.job }),
         onDone: { target: "running" },
@@ -165,6 +166,7 @@ export const jobMachine = setup({
     },
     running: {
       invoke: {
+        id: "handler",
         src: "runHandler",
         input: ({ context }) => ({ job: context.job }),
         onDone: {
@@ -203,6 +205,7 @@ export const jobMachine = setup({
     completing: {
       entry: { type: "setIntended", params: "completed" as JobOutcome },
       invoke: {
+        id: "write",
         src: "writeCompletion",
         input: writeInput,
         onDone: [
@@ -215,6 +218,7 @@ export const jobMachine = setup({
     failing: {
       entry: { type: "setIntended", params: "retried" as JobOutcome },
       invoke: {
+        id: "write",
         src: "writeFailure",
         input: writeInput,
         onDone: [
@@ -228,6 +232,7 @@ export const jobMachine = setup({
     deadLettering: {
       entry: { type: "setIntended", params: "dead" as JobOutcome },
       invoke: {
+        id: "write",
         src: "writeDeadLetter",
         input: writeInput,
         onDone: [
@@ -240,6 +245,7 @@ export const jobMachine = setup({
     releasing: {
       entry: { type: "setIntended", params: "released" as JobOutcome },
       invoke: {
+        id: "write",
         src: "writeRelease",
         input: writeInput,
         onDone: [

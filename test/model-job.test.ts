@@ -1,0 +1,338 @@
+// Model-based tests of the job machine: every simple path from claim to a final state is
+// generated from the machine itself (xstate/graph), then executed against a real PostgreSQL and
+// the real runtime (startJobActor) with a scripted handler and injected faults. After each step
+// the job's row must match the machine's state; at the end every state and every transition of
+// the machine must have been taken by some executed path, so a new transition cannot go untested.
+import type pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { waitFor } from "xstate";
+import { getSimplePaths } from "xstate/graph";
+import { claimJobs, enqueueJob, renewLeases, sweepExpiredClaims, type ClaimedJob } from "../src/db/index.ts";
+import { jobMachine, machineTransitions, transitionRows, type JobMachineInput } from "../src/machines/index.ts";
+import { startJobActor } from "../src/runtime/job-actor.ts";
+import { defineTask, PermanentError, type Task } from "../src/runtime/task.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { want } from "./support/factory.ts";
+import { captureLogs } from "./support/worker.ts";
+
+const db = useTestDatabase();
+
+// ---------------------------------------------------------------------------------------------
+// Paths, from the machine
+
+type AnyEvent = { type: string; [key: string]: unknown };
+
+const writeOutcomes = (statuses: string[]): AnyEvent[] => [
+  ...statuses.map((status) => ({ type: "xstate.done.actor.write", output: { id: "1", outcome: "applied", status, runAt: new Date(), lockUntil: null } })),
+  { type: "xstate.done.actor.write", output: { id: "1", outcome: "fenced" } },
+  { type: "xstate.error.actor.write", error: new Error("write failed") },
+];
+
+/** The events the machine can receive in each state, as the runtime would produce them. */
+const eventsIn = (state: string): AnyEvent[] => {
+  switch (state) {
+    case "checkingPayload":
+      return [
+        { type: "xstate.done.actor.payloadCheck", output: undefined },
+        { type: "xstate.error.actor.payloadCheck", error: new Error("Expected a string") },
+      ];
+    case "running":
+      return [
+        { type: "xstate.done.actor.handler", output: "result" },
+        { type: "xstate.error.actor.handler", error: { permanent: true, message: "permanent" } },
+        { type: "xstate.error.actor.handler", error: { permanent: false, message: "boom" } },
+        { type: "xstate.after.jobTimeout.job.running" },
+        { type: "LEASE_LOST" },
+        { type: "DRAIN_DEADLINE" },
+      ];
+    case "completing":
+      return writeOutcomes(["completed"]);
+    case "failing":
+      return writeOutcomes(["pending", "dead"]);
+    case "deadLettering":
+      return writeOutcomes(["dead"]);
+    case "releasing":
+      return writeOutcomes(["pending"]);
+    default:
+      return [];
+  }
+};
+
+const modelJob = (token: string): ClaimedJob =>
+  ({ id: "1", type: "model", payload: {}, status: "processing", attempts: 1, maxAttempts: 3, claimToken: token, lockUntil: new Date() }) as ClaimedJob;
+
+const inputs: Array<{ name: string; input: JobMachineInput }> = [
+  { name: "a claimed job", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, timeoutMs: 100 } },
+  { name: "a claim without a token", input: { job: modelJob(""), hasHandler: true, timeoutMs: 100 } },
+  { name: "a job without a handler", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: false, timeoutMs: 100 } },
+];
+
+interface ModelPath {
+  name: string;
+  hasToken: boolean;
+  hasHandler: boolean;
+  events: AnyEvent[];
+  states: string[];
+}
+
+const paths: ModelPath[] = inputs.flatMap(({ name, input }) =>
+  getSimplePaths(jobMachine, {
+    input,
+    events: (snapshot) => eventsIn(String(snapshot.value)) as never,
+    toState: (snapshot) => snapshot.status === "done",
+  }).map((path) => ({
+    name: `${name}: ${path.steps.slice(1).map((s) => `${s.event.type.replace(/^xstate\.(done|error)\.actor\./, "$1:").replace(/^xstate\.after\..*/, "timeout")}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { permanent?: boolean }).permanent ? "(permanent)" : ""}${(s.event as AnyEvent).output && typeof (s.event as AnyEvent).output === "object" ? `(${((s.event as AnyEvent).output as { status?: string; outcome: string }).status ?? ((s.event as AnyEvent).output as { outcome: string }).outcome})` : ""}`).join(" > ") || "(always)"} => ${String(path.state.value)}`,
+    hasToken: input.job.claimToken !== "",
+    hasHandler: input.hasHandler,
+    events: path.steps.slice(1).map((s) => s.event as AnyEvent),
+    states: path.steps.map((s) => String(s.state.value)),
+  })),
+);
+
+// ---------------------------------------------------------------------------------------------
+// Scripts: what the handler, the database and the outside world must do to take a path
+
+interface Script {
+  hasToken: boolean;
+  hasHandler: boolean;
+  payloadValid: boolean;
+  handler: "succeed" | "fail" | "permanent" | "timeout" | "leaseLost" | "drain" | null;
+  write: "apply" | "fenced" | "error";
+  lastAttempt: boolean;
+}
+
+const scriptOf = (path: ModelPath): Script => {
+  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, payloadValid: true, handler: null, write: "apply", lastAttempt: false };
+  for (const event of path.events) {
+    if (event.type === "xstate.error.actor.payloadCheck") script.payloadValid = false;
+    if (event.type === "xstate.done.actor.handler") script.handler = "succeed";
+    if (event.type === "xstate.error.actor.handler") script.handler = (event.error as { permanent: boolean }).permanent ? "permanent" : "fail";
+    if (event.type.startsWith("xstate.after.")) script.handler = "timeout";
+    if (event.type === "LEASE_LOST") script.handler = "leaseLost";
+    if (event.type === "DRAIN_DEADLINE") script.handler = "drain";
+    if (event.type === "xstate.error.actor.write") script.write = "error";
+    const output = event.output as { outcome?: string; status?: string } | undefined;
+    if (event.type === "xstate.done.actor.write" && output?.outcome === "fenced") script.write = "fenced";
+    if (event.type === "xstate.done.actor.write" && output?.status === "dead" && path.states.includes("failing")) script.lastAttempt = true;
+  }
+  return script;
+};
+
+/** Another worker takes the claim over: the lease runs out, the sweep requeues, a thief claims. */
+const steal = async (pool: pg.Pool, job: ClaimedJob): Promise<string> => {
+  await pool.query("UPDATE picket.jobs SET lock_until = now() - interval '1 second' WHERE id = $1", [job.id]);
+  await sweepExpiredClaims(pool, 1000);
+  await pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [job.id]);
+  const [stolen] = await claimJobs(pool, "thief", [want(job.type, { limit: 1 })]);
+  if (stolen?.id !== job.id) throw new Error("steal failed");
+  return stolen.claimToken;
+};
+
+// ---------------------------------------------------------------------------------------------
+// What the row must look like in each state
+
+interface Row {
+  status: string;
+  claim_token: string | null;
+  attempts: number;
+  result: unknown;
+  last_error: string | null;
+  run_at: Date;
+  updated_at: Date;
+}
+
+interface Claim {
+  token: string;
+  attempts: number;
+  thief: string | null;
+  claimedRow: Row;
+}
+
+const ours = (row: Row, c: Claim) => row.claim_token === c.token;
+const heldByOwner = (row: Row, c: Claim) => row.status === "processing" && (ours(row, c) || (c.thief !== null && row.claim_token === c.thief));
+
+/** The row in a state the machine passes through (a write may land at any moment within it). */
+const rowMatchesTransient = (state: string, row: Row, c: Claim): boolean => {
+  switch (state) {
+    case "claimed":
+    case "checkingPayload":
+    case "running":
+      return heldByOwner(row, c);
+    case "completing":
+      return heldByOwner(row, c) || (row.status === "completed" && ours(row, c));
+    case "failing":
+      return heldByOwner(row, c) || (row.status === "pending" && row.claim_token === null) || (row.status === "dead" && ours(row, c));
+    case "deadLettering":
+      return heldByOwner(row, c) || (row.status === "dead" && ours(row, c));
+    case "releasing":
+      return heldByOwner(row, c) || (row.status === "pending" && row.attempts === c.attempts - 1);
+    default:
+      return true;
+  }
+};
+
+/** The row once the machine has ended. */
+const expectFinalRow = (outcome: string, row: Row, c: Claim, script: Script) => {
+  switch (outcome) {
+    case "completed":
+      expect(row).toMatchObject({ status: "completed", claim_token: c.token, result: "result" });
+      break;
+    case "retried":
+      expect(row).toMatchObject({ status: "pending", claim_token: null, attempts: c.attempts });
+      expect(row.run_at.getTime()).toBeGreaterThan(Date.now() + 20_000); // the backoff, not "now"
+      break;
+    case "dead":
+      expect(row).toMatchObject({ status: "dead", claim_token: c.token, attempts: c.attempts });
+      expect(row.last_error).toMatch(/^(permanent|no_handler|invalid_payload|error|timeout): /);
+      break;
+    case "released":
+      expect(row).toMatchObject({ status: "pending", claim_token: null, attempts: c.attempts - 1 });
+      break;
+    case "fenced":
+      // Nothing was written with our token: the thief's claim is intact.
+      expect(row).toMatchObject({ status: "processing", claim_token: c.thief });
+      break;
+    case "abandoned":
+      // The outcome could not be written: the row is exactly as claimed, left for the sweep.
+      expect(row).toEqual(c.claimedRow);
+      break;
+    case "refused":
+      expect(row).toEqual(c.claimedRow);
+      expect(script.hasToken).toBe(false);
+      break;
+    default:
+      throw new Error(`unknown outcome ${outcome}`);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Execution
+
+const readRow = async (pool: pg.Pool, id: string): Promise<Row> =>
+  (await pool.query<Row>("SELECT status, claim_token, attempts, result, last_error, run_at, updated_at FROM picket.jobs WHERE id = $1", [id])).rows[0]!;
+
+const covered = new Set<string>();
+const visited = new Set<string>();
+
+const execute = async (path: ModelPath, index: number) => {
+  const script = scriptOf(path);
+  const type = `model-${index}`;
+  const hang = (signal: AbortSignal) => new Promise<never>((_r, reject) => signal.addEventListener("abort", () => reject(new Error("interrupted")), { once: true }));
+  let onHandlerStart: () => Promise<void> = async () => undefined;
+  const task: Task = defineTask({
+    name: type,
+    timeoutMs: script.handler === "timeout" ? 100 : 30_000,
+    schema: {
+      "~standard": {
+        version: 1,
+        vendor: "test",
+        validate: (value: unknown) => ((value as { valid?: boolean }).valid ? { value } : { issues: [{ message: "Expected a valid payload" }] }),
+      },
+    },
+    handler: async (_payload: unknown, { signal }) => {
+      await onHandlerStart();
+      switch (script.handler) {
+        case "succeed":
+          return "result";
+        case "fail":
+          throw new Error("boom");
+        case "permanent":
+          throw new PermanentError("cannot ever work");
+        default:
+          return hang(signal);
+      }
+    },
+  }) as Task;
+
+  await enqueueJob(db.pool, { type, payload: { valid: script.payloadValid }, maxAttempts: script.lastAttempt ? 1 : 3 });
+  // A minute of backoff, so "retried" is told apart from "ready now" however slow the machine.
+  const [claimed] = await claimJobs(db.pool, "model-worker", [want(type, { limit: 1, backoffBaseMs: 60_000, backoffMaxMs: 60_000 })]);
+  const claim: Claim = { token: claimed!.claimToken, attempts: claimed!.attempts, thief: null, claimedRow: await readRow(db.pool, claimed!.id) };
+
+  // Faults the path needs before the write: the claim lost to another worker, or a write that fails.
+  if (script.write === "fenced" && script.handler !== "leaseLost") claim.thief = await steal(db.pool, claimed!);
+  if (script.write === "error") {
+    await db.pool.query(`
+      CREATE OR REPLACE FUNCTION picket.refuse_model_write() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'write refused by the model test'; END $$`);
+    await db.pool.query(
+      `CREATE TRIGGER refuse_${type.replace("-", "_")} BEFORE UPDATE ON picket.jobs FOR EACH ROW WHEN (OLD.id = ${Number(claimed!.id)}) EXECUTE FUNCTION picket.refuse_model_write()`,
+    );
+  }
+  if (script.write === "error" || (script.write === "fenced" && script.handler !== "leaseLost")) {
+    claim.claimedRow = await readRow(db.pool, claimed!.id);
+  }
+
+  const executed: string[] = [];
+  const states: string[] = [];
+  const checks: Array<Promise<[string, Row]>> = [];
+  const { logger } = captureLogs();
+  const actor = startJobActor(
+    {
+      pool: db.pool,
+      schema: "picket",
+      logger,
+      logPayloads: false,
+      onFenced: () => undefined,
+      inspect: (event) => {
+        const e = event as { type: string; snapshot?: { value?: unknown }; _transitions?: unknown[]; actorRef?: { id?: string } };
+        if (e.type !== "@xstate.microstep" || e.snapshot === undefined) return;
+        for (const t of e._transitions ?? []) {
+          for (const r of transitionRows(t as never)) {
+            executed.push(r.key);
+            // A state left by an always-transition is entered and left in one step.
+            visited.add(r.source).add(r.target);
+          }
+        }
+        const state = String(e.snapshot.value);
+        if (states.at(-1) !== state) {
+          states.push(state);
+          visited.add(state);
+          checks.push(readRow(db.pool, claimed!.id).then((row) => [state, row]));
+        }
+      },
+    },
+    script.hasToken ? claimed! : { ...claimed!, claimToken: "" },
+    script.hasHandler ? task : undefined,
+  );
+  onHandlerStart = async () => {
+    if (script.handler === "leaseLost") {
+      // As the renewal loop does: the claim was stolen, the renewal reports fenced, the job is told.
+      claim.thief = await steal(db.pool, claimed!);
+      const [renewal] = await renewLeases(db.pool, [{ id: claimed!.id, token: claimed!.claimToken, leaseMs: 30_000 }]);
+      expect(renewal!.outcome).toBe("fenced");
+      actor.send({ type: "LEASE_LOST" });
+    }
+    if (script.handler === "drain") actor.send({ type: "DRAIN_DEADLINE" });
+  };
+  actor.start();
+  const done = await waitFor(actor, (s) => s.status === "done", { timeout: 10_000 });
+  const finalRow = await readRow(db.pool, claimed!.id);
+  if (script.write === "error") await db.pool.query(`DROP TRIGGER refuse_${type.replace("-", "_")} ON picket.jobs`);
+
+  expect(states, "the runtime took the path the model generated").toEqual(path.states);
+  for (const [state, row] of await Promise.all(checks)) {
+    expect(rowMatchesTransient(state, row, claim), `row in ${state}: ${JSON.stringify(row)}`).toBe(true);
+  }
+  expectFinalRow(done.output!.outcome, finalRow, claim, script);
+  for (const key of executed) covered.add(key);
+};
+
+describe("job machine, every simple path executed against PostgreSQL and the runtime", () => {
+  it("generates paths from the machine", () => {
+    expect(paths.length).toBeGreaterThan(15);
+  });
+
+  paths.forEach((path, index) => {
+    it(path.name, () => execute(path, index));
+  });
+
+  afterAll(() => {
+    // Runs after every path: any state or transition no executed path took fails the suite, by name.
+    const all = machineTransitions(jobMachine).map((t) => t.key);
+    const missing = all.filter((key) => !covered.has(key));
+    const unvisited = Object.keys(jobMachine.root.states).filter((s) => !visited.has(s));
+    expect(missing, `transitions of the job machine that no executed path took:\n  ${missing.join("\n  ")}`).toEqual([]);
+    expect(unvisited, `states of the job machine that no executed path entered: ${unvisited.join(", ")}`).toEqual([]);
+  });
+});
