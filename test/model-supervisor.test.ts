@@ -1,0 +1,159 @@
+// Model-based coverage of the supervisor machine against the real runtime: the transitions to
+// cover come from the machine itself (its definition, and a shortest path to each one generated
+// by xstate/graph); each scenario runs a real Supervisor on PostgreSQL with real jobs and faults,
+// and the transitions it takes are recorded through XState inspection. A transition of the
+// machine that no scenario takes fails the suite by name.
+import { afterAll, describe, expect, it } from "vitest";
+import { getShortestPaths } from "xstate/graph";
+import { enqueueJobs } from "../src/db/index.ts";
+import { machineTransitions, supervisorMachine, transitionRows } from "../src/machines/index.ts";
+import { defineTask } from "../src/runtime/task.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { startWorker } from "./support/worker.ts";
+
+const db = useTestDatabase();
+const covered = new Set<string>();
+
+/** Records every transition the supervisor machine takes (not the job machines). */
+const recorder = () => ({
+  inspect: (event: unknown) => {
+    const e = event as { type: string; actorRef?: { logic?: unknown }; _transitions?: unknown[] };
+    if (e.type !== "@xstate.microstep" || e.actorRef?.logic === undefined) return;
+    if ((e.actorRef.logic as { id?: string }).id !== "supervisor") return;
+    for (const t of e._transitions ?? []) for (const row of transitionRows(t as never)) covered.add(row.key);
+  },
+});
+
+const hang = (signal: AbortSignal) => new Promise<never>((_r, reject) => signal.addEventListener("abort", () => reject(new Error("interrupted")), { once: true }));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("supervisor machine against the real runtime", () => {
+  it("has a generated shortest path to every transition (the coverage target)", () => {
+    // Bounded model: at most one running job, so the state space is finite.
+    const paths = getShortestPaths(supervisorMachine, {
+      input: { pollIntervalMs: 100, drainTimeoutMs: 100 },
+      events: (snapshot) => {
+        const running = snapshot.context.running;
+        return [
+          { type: "STOP" },
+          { type: "FORCE" },
+          { type: "WAKE" },
+          ...(running > 0 ? [{ type: "JOB_FINISHED" }] : []),
+          ...(running === 0 ? [{ type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 1, claimed: 1 } }] : []),
+          { type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 2, claimed: 0 } },
+          { type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 0, claimed: 0 } },
+          { type: "xstate.error.actor.0.supervisor.running.polling", error: new Error("claim failed") },
+          { type: "xstate.after.pollInterval.supervisor.running.waiting" },
+          { type: "xstate.after.drainTimeout.supervisor.draining" },
+        ] as never;
+      },
+    });
+    const reached = new Set(paths.map((p) => JSON.stringify(p.state.value)));
+    for (const state of ['{"running":"polling"}', '{"running":"waiting"}', '"draining"', '"releasing"', '"stopped"']) {
+      expect(reached, `no generated path reaches ${state}`).toContain(state);
+    }
+  });
+
+  it("polls again at once after a full batch, waits after a partial one, and wakes on NOTIFY, a freed slot, or the interval", async () => {
+    const quick = defineTask({ name: "sv-quick", handler: () => sleep(30) });
+    await enqueueJobs(db.pool, Array.from({ length: 5 }, () => ({ type: "sv-quick" })));
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [quick], concurrency: 2, pollIntervalMs: 100, ...recorder() });
+    await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(5);
+    await enqueueJobs(db.pool, [{ type: "sv-quick" }]); // NOTIFY wakes the waiting poller
+    await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(6);
+    await sleep(300); // idle intervals pass
+    await supervisor.stop(); // STOP while waiting; nothing running: straight to stopped
+  });
+
+  it("finishes a job while waiting without a full batch, and stays waiting", async () => {
+    let release: () => void = () => undefined;
+    const held = defineTask({ name: "sv-held", handler: () => new Promise<void>((r) => (release = r)) });
+    await enqueueJobs(db.pool, [{ type: "sv-held" }]);
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [held], concurrency: 3, pollIntervalMs: 60_000, listen: false, ...recorder() });
+    await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    await sleep(100);
+    release();
+    await expect.poll(() => outcomes.length, { timeout: 5_000 }).toBe(1);
+    await supervisor.stop();
+  });
+
+  it("awaits a poll in flight when stopped, and drains after it", async () => {
+    const quick = defineTask({ name: "sv-inflight", handler: async () => "ok" });
+    await enqueueJobs(db.pool, [{ type: "sv-inflight" }]);
+    const blocker = await db.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("LOCK TABLE picket.jobs IN EXCLUSIVE MODE");
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [quick], ...recorder() });
+    await sleep(150);
+    const stopped = supervisor.stop();
+    await sleep(50);
+    await blocker.query("COMMIT");
+    await stopped;
+  });
+
+  it("logs a failing poll and polls again; a poll that fails after STOP ends in the drain", async () => {
+    const task = defineTask({ name: "sv-broken", handler: async () => "ok" });
+    // A fault only claims hit: no row may become processing.
+    await db.pool.query("ALTER TABLE picket.jobs ADD CONSTRAINT sv_no_claims CHECK (status <> 'processing' OR type <> 'sv-broken') NOT VALID");
+    try {
+      await enqueueJobs(db.pool, [{ type: "sv-broken" }]);
+      const { supervisor, logs } = await startWorker({ connectionString: db.url, tasks: [task], pollIntervalMs: 50, ...recorder() });
+      await expect.poll(() => logs.filter((l) => /^poll failed/.test(l.msg)).length, { timeout: 5_000 }).toBeGreaterThan(1);
+      // Now make the next poll block, stop during it, and let it fail.
+      const blocker = await db.connect();
+      await blocker.query("BEGIN");
+      await blocker.query("LOCK TABLE picket.jobs IN EXCLUSIVE MODE");
+      await sleep(200);
+      const stopped = supervisor.stop();
+      await sleep(50);
+      await blocker.query("COMMIT");
+      await stopped;
+    } finally {
+      await db.pool.query("ALTER TABLE picket.jobs DROP CONSTRAINT sv_no_claims");
+    }
+  });
+
+  it("interrupts and releases at the drain deadline, or at once when forced", async () => {
+    const endless = defineTask({ name: "sv-endless", timeoutMs: 60_000, handler: (_p, { signal }) => hang(signal) });
+    await enqueueJobs(db.pool, [{ type: "sv-endless" }]);
+    const first = await startWorker({ connectionString: db.url, tasks: [endless], drainTimeoutMs: 100, ...recorder() });
+    await expect.poll(() => first.supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    await first.supervisor.stop();
+    expect(first.outcomes.map((o) => o.outcome)).toEqual(["released"]);
+
+    const second = await startWorker({ connectionString: db.url, tasks: [endless], drainTimeoutMs: 60_000, ...recorder() });
+    await expect.poll(() => second.supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    const stopping = second.supervisor.stop();
+    second.supervisor.force();
+    await stopping;
+    expect(second.outcomes.map((o) => o.outcome)).toEqual(["released"]);
+  });
+
+  it("waits in the drain for a running job to finish", async () => {
+    const short = defineTask({ name: "sv-short", handler: () => sleep(200) });
+    await enqueueJobs(db.pool, [{ type: "sv-short" }]);
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [short], ...recorder() });
+    await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    await supervisor.stop();
+    expect(outcomes.map((o) => o.outcome)).toEqual(["completed"]);
+  });
+
+  it("claims nothing when every slot is taken, and polls again when one frees", async () => {
+    let releaseAll: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (releaseAll = r));
+    const busy = defineTask({ name: "sv-busy", handler: () => gate });
+    await enqueueJobs(db.pool, Array.from({ length: 3 }, () => ({ type: "sv-busy" })));
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [busy], concurrency: 2, pollIntervalMs: 50, listen: false, ...recorder() });
+    await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(2);
+    await sleep(200); // polls with no free slot
+    releaseAll();
+    await expect.poll(() => outcomes.length, { timeout: 5_000 }).toBe(3);
+    await supervisor.stop();
+  });
+
+  afterAll(() => {
+    const all = machineTransitions(supervisorMachine).map((t) => t.key);
+    const missing = all.filter((key) => !covered.has(key));
+    expect(missing, `transitions of the supervisor machine that no scenario took:\n  ${missing.join("\n  ")}`).toEqual([]);
+  });
+});
