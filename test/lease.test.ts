@@ -84,4 +84,24 @@ describe("lost claims", () => {
     await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
     expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", attempts: 1, result: "done" });
   });
+
+  it("does not report a renewal fenced by the job's own completion as a lost claim", async () => {
+    let open: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const task = defineTask({ name: "own-finish", leaseMs: 150, handler: () => gate.then(() => "done") });
+    const job = await enqueueJob(db.pool, { type: "own-finish", payload: {} });
+    const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(async () => (await row(db.pool, job.id)).status, { timeout: 5_000 }).toBe("processing");
+    // Hold the row: the completion and the renewals (every 50 ms) queue behind the lock, so
+    // renewals reach the row after the completion has finished it.
+    const holder = await db.connect();
+    await holder.query("BEGIN");
+    await holder.query("SELECT 1 FROM picket.jobs WHERE id = $1 FOR UPDATE", [job.id]);
+    open();
+    await new Promise((r) => setTimeout(r, 300));
+    await holder.query("COMMIT");
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(logs.filter((l) => /lease renewal fenced/.test(l.msg))).toEqual([]);
+  });
 });

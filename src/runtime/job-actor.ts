@@ -64,7 +64,7 @@ export const startJobActor = (deps: JobActorDeps, job: ClaimedJob, task: Task | 
 
   const write = (run: (input: WriteInput) => Promise<FencedResult[]>) =>
     fromPromise<FencedResult, WriteInput>(({ input, signal }) =>
-      runUnder(dbWrite(() => run(input)), signal).then((results) => results[0]!),
+      runUnder(dbWrite(() => run(input), task?.leaseMs ?? 30_000), signal).then((results) => results[0]!),
     );
 
   const machine = jobMachine.provide({

@@ -270,6 +270,9 @@ export class Supervisor {
       results.forEach((result, i) => {
         if (result.outcome !== "fenced") return;
         const { job, actor } = live[i]!;
+        // A job that left `running` meanwhile has written (or is writing) its own outcome: its
+        // renewal found the row finished, not stolen. Only a running job lost its claim.
+        if (!actor.getSnapshot().matches("running")) return;
         logger.warn(
           { job_id: job.id, task: job.type, claim_token: job.claimToken },
           `lease renewal fenced: job ${job.id} (claim ${job.claimToken}) was reclaimed; interrupting its handler`,
