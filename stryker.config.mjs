@@ -10,6 +10,10 @@ export default {
     "src/runtime/**/*.ts",
     // Barrels re-export; there is nothing in them to mutate.
     "!src/**/index.ts",
+    // Runs in vitest's global setup (the embedded server) and in worker threads (isolated
+    // handlers): outside the test process, where Stryker's mutant switch never reaches.
+    "!src/db/embedded.ts",
+    "!src/runtime/isolated-worker.ts",
   ],
   coverageAnalysis: "perTest",
   concurrency: 2,
