@@ -3,7 +3,7 @@ import { enqueueJob, enqueueJobs } from "../src/db/index.ts";
 import { defineTask, PermanentError } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { waitFor } from "xstate";
-import { startJobActor } from "../src/runtime/job-actor.ts";
+import { createJobRuntime } from "../src/runtime/job-actor.ts";
 import { claimed, row } from "./support/factory.ts";
 import { captureLogs, startWorker } from "./support/worker.ts";
 
@@ -59,7 +59,8 @@ describe("jobs that can never succeed end dead with a clear error, never retried
     // job runtime directly: a claimed job handed over without a task.
     const [job] = await claimed(db.pool, "unknown-task", 1, { spec: { maxAttempts: 5 } });
     const { logger } = captureLogs();
-    const actor = startJobActor({ pool: db.pool, schema: "picket", logger, logPayloads: false, onFenced: () => undefined }, job!, undefined);
+    const runtime = createJobRuntime({ pool: db.pool, schema: "picket", logger, logPayloads: false, taskFor: () => undefined, leaseLost: () => undefined });
+    const actor = runtime.create(job!);
     actor.start();
     const done = await waitFor(actor, (s) => s.status === "done");
     expect(done.output).toMatchObject({ outcome: "dead", error: { kind: "no_handler" } });

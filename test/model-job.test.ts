@@ -1,6 +1,6 @@
 // Model-based tests of the job machine: every simple path from claim to a final state is
 // generated from the machine itself (xstate/graph), then executed against a real PostgreSQL and
-// the real runtime (startJobActor) with a scripted handler and injected faults. After each step
+// the real runtime (createJobRuntime) with a scripted handler and injected faults. After each step
 // the job's row must match the machine's state; at the end every state and every transition of
 // the machine must have been taken by some executed path, so a new transition cannot go untested.
 import type pg from "pg";
@@ -9,7 +9,7 @@ import { waitFor } from "xstate";
 import { getSimplePaths } from "xstate/graph";
 import { claimJobs, enqueueJob, renewLeases, sweepExpiredClaims, type ClaimedJob } from "../src/db/index.ts";
 import { jobMachine, machineTransitions, transitionRows, type JobMachineInput } from "../src/machines/index.ts";
-import { startJobActor } from "../src/runtime/job-actor.ts";
+import { createJobRuntime } from "../src/runtime/job-actor.ts";
 import { defineTask, PermanentError, type Task } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { want } from "./support/factory.ts";
@@ -62,15 +62,17 @@ const modelJob = (token: string): ClaimedJob =>
   ({ id: "1", type: "model", payload: {}, status: "processing", attempts: 1, maxAttempts: 3, claimToken: token, lockUntil: new Date() }) as ClaimedJob;
 
 const inputs: Array<{ name: string; input: JobMachineInput }> = [
-  { name: "a claimed job", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, timeoutMs: 100 } },
-  { name: "a claim without a token", input: { job: modelJob(""), hasHandler: true, timeoutMs: 100 } },
-  { name: "a job without a handler", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: false, timeoutMs: 100 } },
+  { name: "a claimed job", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, hasSchema: true, timeoutMs: 100 } },
+  { name: "a job of a task without a schema", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, hasSchema: false, timeoutMs: 100 } },
+  { name: "a claim without a token", input: { job: modelJob(""), hasHandler: true, hasSchema: true, timeoutMs: 100 } },
+  { name: "a job without a handler", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: false, hasSchema: false, timeoutMs: 100 } },
 ];
 
 interface ModelPath {
   name: string;
   hasToken: boolean;
   hasHandler: boolean;
+  hasSchema: boolean;
   events: AnyEvent[];
   states: string[];
 }
@@ -84,6 +86,7 @@ const paths: ModelPath[] = inputs.flatMap(({ name, input }) =>
     name: `${name}: ${path.steps.slice(1).map((s) => `${s.event.type.replace(/^xstate\.(done|error)\.actor\./, "$1:").replace(/^xstate\.after\..*/, "timeout")}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { permanent?: boolean }).permanent ? "(permanent)" : ""}${(s.event as AnyEvent).output && typeof (s.event as AnyEvent).output === "object" ? `(${((s.event as AnyEvent).output as { status?: string; outcome: string }).status ?? ((s.event as AnyEvent).output as { outcome: string }).outcome})` : ""}`).join(" > ") || "(always)"} => ${String(path.state.value)}`,
     hasToken: input.job.claimToken !== "",
     hasHandler: input.hasHandler,
+    hasSchema: input.hasSchema,
     events: path.steps.slice(1).map((s) => s.event as AnyEvent),
     states: path.steps.map((s) => String(s.state.value)),
   })),
@@ -95,6 +98,7 @@ const paths: ModelPath[] = inputs.flatMap(({ name, input }) =>
 interface Script {
   hasToken: boolean;
   hasHandler: boolean;
+  hasSchema: boolean;
   payloadValid: boolean;
   handler: "succeed" | "fail" | "permanent" | "timeout" | "leaseLost" | "drain" | null;
   write: "apply" | "fenced" | "error";
@@ -102,7 +106,7 @@ interface Script {
 }
 
 const scriptOf = (path: ModelPath): Script => {
-  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, payloadValid: true, handler: null, write: "apply", lastAttempt: false };
+  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, payloadValid: true, handler: null, write: "apply", lastAttempt: false };
   for (const event of path.events) {
     if (event.type === "xstate.error.actor.payloadCheck") script.payloadValid = false;
     if (event.type === "xstate.done.actor.handler") script.handler = "succeed";
@@ -222,13 +226,17 @@ const execute = async (path: ModelPath, index: number) => {
   const task: Task = defineTask({
     name: type,
     timeoutMs: script.handler === "timeout" ? 100 : 30_000,
-    schema: {
-      "~standard": {
-        version: 1,
-        vendor: "test",
-        validate: (value: unknown) => ((value as { valid?: boolean }).valid ? { value } : { issues: [{ message: "Expected a valid payload" }] }),
-      },
-    },
+    ...(script.hasSchema
+      ? {
+          schema: {
+            "~standard": {
+              version: 1 as const,
+              vendor: "test",
+              validate: (value: unknown) => ((value as { valid?: boolean }).valid ? { value } : { issues: [{ message: "Expected a valid payload" }] }),
+            },
+          },
+        }
+      : {}),
     handler: async (_payload: unknown, { signal }) => {
       await onHandlerStart();
       switch (script.handler) {
@@ -267,34 +275,31 @@ const execute = async (path: ModelPath, index: number) => {
   const states: string[] = [];
   const checks: Array<Promise<[string, Row]>> = [];
   const { logger } = captureLogs();
-  const actor = startJobActor(
-    {
-      pool: db.pool,
-      schema: "picket",
-      logger,
-      logPayloads: false,
-      onFenced: () => undefined,
-      inspect: (event) => {
-        const e = event as { type: string; snapshot?: { value?: unknown }; _transitions?: unknown[]; actorRef?: { id?: string } };
-        if (e.type !== "@xstate.microstep" || e.snapshot === undefined) return;
-        for (const t of e._transitions ?? []) {
-          for (const r of transitionRows(t as never)) {
-            executed.push(r.key);
-            // A state left by an always-transition is entered and left in one step.
-            visited.add(r.source).add(r.target);
-          }
+  const actor = createJobRuntime({
+    pool: db.pool,
+    schema: "picket",
+    logger,
+    logPayloads: false,
+    taskFor: (t) => (script.hasHandler && t === type ? task : undefined),
+    leaseLost: () => undefined,
+    inspect: (event) => {
+      const e = event as { type: string; snapshot?: { value?: unknown }; _transitions?: unknown[]; actorRef?: { id?: string } };
+      if (e.type !== "@xstate.microstep" || e.snapshot === undefined) return;
+      for (const t of e._transitions ?? []) {
+        for (const r of transitionRows(t as never)) {
+          executed.push(r.key);
+          // A state left by an always-transition is entered and left in one step.
+          visited.add(r.source).add(r.target);
         }
-        const state = String(e.snapshot.value);
-        if (states.at(-1) !== state) {
-          states.push(state);
-          visited.add(state);
-          checks.push(readRow(db.pool, claimed!.id).then((row) => [state, row]));
-        }
-      },
+      }
+      const state = String(e.snapshot.value);
+      if (states.at(-1) !== state) {
+        states.push(state);
+        visited.add(state);
+        checks.push(readRow(db.pool, claimed!.id).then((row) => [state, row]));
+      }
     },
-    script.hasToken ? claimed! : { ...claimed!, claimToken: "" },
-    script.hasHandler ? task : undefined,
-  );
+  }).create(script.hasToken ? claimed! : { ...claimed!, claimToken: "" });
   onHandlerStart = async () => {
     if (script.handler === "leaseLost") {
       // As the renewal loop does: the claim was stolen, the renewal reports fenced, the job is told.

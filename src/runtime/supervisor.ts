@@ -18,7 +18,7 @@ import type { JobOutcome } from "../machines/job-machine.ts";
 import { supervisorMachine, type PollOutput } from "../machines/supervisor-machine.ts";
 import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
 import { startHealthServer, type HealthReport } from "./health-server.ts";
-import { startJobActor, type JobActor } from "./job-actor.ts";
+import { createJobRuntime, type JobActor, type JobRuntime } from "./job-actor.ts";
 import { listenForJobs } from "./listener.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { loop } from "./loop.ts";
@@ -49,6 +49,7 @@ export class Supervisor {
   private readonly tasks: Map<string, Task>;
   private readonly options: SupervisorOptions;
   private pool: pg.Pool | undefined;
+  private jobs: JobRuntime | undefined;
   private actor: Actor<typeof supervisorMachine> | undefined;
   private readonly running = new Map<JobId, RunningJob>();
   private readonly outcomes: Record<JobOutcome, number> = {
@@ -83,6 +84,15 @@ export class Supervisor {
       onIdleError: (error) => this.logger.warn({ err: error }, "idle database connection failed; the pool replaces it"),
     }));
     if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
+    this.jobs = createJobRuntime({
+      pool: this.pool,
+      schema: this.config.schema,
+      logger: this.logger,
+      logPayloads: this.config.logPayloads,
+      taskFor: (type) => this.tasks.get(type),
+      leaseLost: (job) => this.running.get(job.id)?.actor.send({ type: "LEASE_LOST" }),
+      ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
+    });
     const machine = supervisorMachine.provide({
       actors: {
         poll: fromPromise(() => this.pollOnce()),
@@ -222,18 +232,7 @@ export class Supervisor {
 
   private dispatch(job: ClaimedJob): void {
     const task = this.tasks.get(job.type);
-    const actor = startJobActor(
-      {
-        pool: this.pool!,
-        schema: this.config.schema,
-        logger: this.logger,
-        logPayloads: this.config.logPayloads,
-        ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
-        onFenced: () => undefined,
-      },
-      job,
-      task,
-    );
+    const actor = this.jobs!.create(job);
     const startedAt = Date.now();
     const finish = (outcome: JobOutcome, error: string | null) => {
       if (!this.running.delete(job.id)) return;

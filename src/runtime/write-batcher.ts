@@ -1,0 +1,36 @@
+// Coalesces fenced writes made in the same turn of the event loop into one statement. Each
+// claim still gets its own fenced result: the statement is the same fenced UPDATE, for many rows.
+// Measured (bench/throughput.ts, 20,000 no-op jobs): one statement per completion spent ~14% of
+// the worker's CPU in socket writes alone.
+import type { Claim, FencedResult } from "../db/index.ts";
+
+export type BatchedWrite<T extends Claim> = (item: T) => Promise<FencedResult>;
+
+export const createWriteBatcher = <T extends Claim>(
+  write: (items: T[]) => Promise<FencedResult[]>,
+  maxBatch = 1_000,
+): BatchedWrite<T> => {
+  let queue: Array<{ item: T; resolve: (r: FencedResult) => void; reject: (e: unknown) => void }> = [];
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    const batch = queue.slice(0, maxBatch);
+    queue = queue.slice(batch.length);
+    if (queue.length > 0) schedule();
+    write(batch.map((entry) => entry.item)).then(
+      (results) => batch.forEach((entry, i) => entry.resolve(results[i]!)),
+      // One failed statement fails every write in it; each caller retries its own.
+      (error) => batch.forEach((entry) => entry.reject(error)),
+    );
+  };
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(flush);
+  };
+  return (item) =>
+    new Promise<FencedResult>((resolve, reject) => {
+      queue.push({ item, resolve, reject });
+      schedule();
+    });
+};
