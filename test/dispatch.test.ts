@@ -11,7 +11,7 @@ const db = useTestDatabase();
 
 describe("dispatch", () => {
   it("starts a job of a second task within one poll interval despite a 1,000-job backlog of the first", async () => {
-    const pollIntervalMs = 500;
+    const pollIntervalMs = 1_000;
     // The flood keeps every slot busy: each job takes 100 ms and a thousand wait behind it.
     const flood = defineTask({ name: "flood", handler: () => new Promise((r) => setTimeout(r, 100)) });
     const other = defineTask({ name: "other", handler: async () => "ran" });
@@ -23,7 +23,8 @@ describe("dispatch", () => {
     const job = await enqueueJob(db.pool, { type: "other" });
     await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000, interval: 20 }).toMatchObject({ outcome: "completed" });
     const { rows } = await db.pool.query("SELECT locked_at FROM picket.jobs WHERE id = $1", [job.id]);
-    expect(rows[0].locked_at.getTime() - enqueuedAt).toBeLessThanOrEqual(pollIntervalMs + 250);
+    // One poll interval, plus room for a loaded machine to run the claim itself.
+    expect(rows[0].locked_at.getTime() - enqueuedAt).toBeLessThanOrEqual(pollIntervalMs + 500);
   });
 
   it("runs no more than a task's concurrency and the worker's limit at once", async () => {
