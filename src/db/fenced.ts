@@ -20,7 +20,7 @@ export type FencedResult =
 
 // THE FENCE. Every write after a claim matches the row by id, the claim's token, and
 // status = 'processing', and by nothing else; `c` is the batch of claims the write is made under.
-const FENCE = "j.id = c.id AND j.claim_token = c.token AND j.status = 'processing'";
+const fence = (): string => "j.id = c.id AND j.claim_token = c.token AND j.status = 'processing'";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -71,7 +71,7 @@ const fencedWrite = <T extends Claim>(
     return `
   UPDATE ${schema}.jobs AS j SET ${set(schema)}
   FROM unnest($1::bigint[], $2::uuid[]${params.map((p) => `, ${p}`).join("")}) AS c(id, token${names})
-  WHERE ${FENCE}
+  WHERE ${fence()}
   RETURNING j.id, c.token, j.status, j.run_at AS "runAt", j.lock_until AS "lockUntil"`;
   });
   return async (db: Queryable, items: readonly T[], options: SchemaOption = {}): Promise<FencedResult[]> => {
