@@ -9,6 +9,8 @@ export default mergeConfig(
   defineConfig({
     test: {
       exclude: ["test/cli.test.ts", "test/crash.test.ts", "test/chaos.test.ts", "node_modules/**"],
+      // Stryker runs two test runners on the two cores; each runs its files one after another.
+      fileParallelism: false,
     },
   }),
 );

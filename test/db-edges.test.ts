@@ -211,3 +211,38 @@ describe("enqueue edges", () => {
     expect(again.id).toBe(live.id);
   });
 });
+
+describe("claim input and round trips", () => {
+  it("refuses a lease that is not an integer number, and accepts the largest one", async () => {
+    await expect(claimJobs(db.pool, "w", [want("x", { leaseMs: "100" as unknown as number })])).rejects.toThrow(/leaseMs must be an integer from 1 to 2147483647 \(got 100\)/);
+    await expect(claimJobs(db.pool, "w", [want("x", { leaseMs: 1.5 })])).rejects.toThrow(/leaseMs must be an integer/);
+    await expect(claimJobs(db.pool, "w", [want("max-lease", { leaseMs: 2_147_483_647 })])).resolves.toEqual([]);
+  });
+
+  it("names the repeated types and a bad total in its errors", async () => {
+    await expect(claimJobs(db.pool, "w", [want("a"), want("a")])).rejects.toThrow("picket: claim names a type more than once (a, a); give each type once.");
+    await expect(claimJobs(db.pool, "w", [want("a")], { total: 1.5 })).rejects.toThrow("picket: claim total must be an integer ≥ 0 (got 1.5).");
+  });
+
+  it("makes no round trip when nothing is wanted, and claims nothing for a type offered no slot", async () => {
+    let queries = 0;
+    const counting = { query: (config: never) => (queries++, db.pool.query(config)) };
+    await enqueueJobs(db.pool, [{ type: "no-slot" }, { type: "one-slot" }]);
+    expect(await claimJobs(counting, "w", [want("no-slot", { limit: 0 })])).toEqual([]);
+    expect(await claimJobs(counting, "w", [want("no-slot")], { total: 0 })).toEqual([]);
+    expect(queries).toBe(0);
+    const jobs = await claimJobs(counting, "w", [want("no-slot", { limit: 0 }), want("one-slot", { limit: 5 })]);
+    expect(jobs.map((j) => j.type)).toEqual(["one-slot"]);
+    expect(queries).toBe(1);
+  });
+
+  it("runs the hot statements as named prepared statements", async () => {
+    const client = await db.connect();
+    const [job] = await claimed(client, "prepared");
+    await renewLeases(client, [{ id: job!.id, token: job!.claimToken, leaseMs: 1000 }]);
+    await completeJobs(client, [{ id: job!.id, token: job!.claimToken }]);
+    await sweepExpiredClaims(client, 10);
+    const { rows } = await client.query("SELECT name FROM pg_prepared_statements ORDER BY name");
+    expect(rows.map((r) => r.name)).toEqual(["picket_claim_picket", "picket_complete_picket", "picket_renew_picket", "picket_sweep_picket"]);
+  });
+});

@@ -81,7 +81,8 @@ export interface TaskDefinition<P = unknown, R = unknown> {
   backoff?: { baseMs?: number; maxMs?: number };
   /** Most jobs of this task running at once in one worker; default: only the worker's limit. */
   concurrency?: number;
-  /** How long a claim lasts without renewal; renewed every third of it. Default 30 s. */
+  /** How long a claim lasts without renewal; renewed every third of it. Default 20 s, so a
+   * crashed worker's jobs are back within lease + sweep interval = 25 s with the defaults. */
   leaseMs?: number;
   /** Checked at enqueue (through picket's client) and again at claim. */
   schema?: PayloadSchema<P>;
@@ -142,7 +143,7 @@ export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<
     backoffBaseMs,
     backoffMaxMs,
     concurrency: integer(name, "concurrency", definition.concurrency, MAX_INT, 1),
-    leaseMs: integer(name, "leaseMs", definition.leaseMs, 30_000, 100),
+    leaseMs: integer(name, "leaseMs", definition.leaseMs, 20_000, 100),
     schema,
     isolate: definition.isolate,
   };

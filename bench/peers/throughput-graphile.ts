@@ -1,0 +1,42 @@
+// graphile-worker through bench/throughput.ts's scenario: N no-op jobs bulk-enqueued, drained by
+// one worker; jobs/s from worker start until the queue is observed empty (graphile-worker deletes
+// finished jobs, so "the last outcome recorded" is the last row gone).
+// Usage: node bench/peers/throughput-graphile.ts --url <database url> --jobs 100000 [--tuned]
+import { parseArgs } from "node:util";
+import pg from "pg";
+import { makeWorkerUtils, run, runMigrations } from "graphile-worker";
+
+const { values } = parseArgs({ options: { url: { type: "string" }, jobs: { type: "string", default: "100000" }, tuned: { type: "boolean", default: false } } });
+const connectionString = values.url!;
+const jobs = Number(values.jobs);
+await runMigrations({ connectionString });
+const utils = await makeWorkerUtils({ connectionString });
+const enqueueStart = performance.now();
+for (let i = 0; i < jobs; i += 10_000) {
+  await utils.addJobs(Array.from({ length: Math.min(10_000, jobs - i) }, () => ({ identifier: "noop", payload: {} })));
+}
+const enqueueMs = performance.now() - enqueueStart;
+await utils.release();
+const pool = new pg.Pool({ connectionString, max: 2 });
+await pool.query("ANALYZE graphile_worker._private_jobs");
+// The documented high-throughput settings, and otherwise the defaults.
+const tuned = values.tuned
+  ? { concurrentJobs: 24, maxPoolSize: 25, localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 }
+  : {};
+const started = performance.now();
+const runner = await run({
+  preset: { worker: { connectionString, ...tuned } },
+  noHandleSignals: true,
+  logger: undefined,
+  taskList: { noop: async () => undefined },
+} as never);
+for (;;) {
+  const { rows } = await pool.query("SELECT count(*)::int AS n FROM graphile_worker._private_jobs");
+  if (rows[0].n === 0) break;
+  await new Promise((r) => setTimeout(r, 20));
+}
+const seconds = (performance.now() - started) / 1000;
+await runner.stop();
+await pool.end();
+process.stdout.write(`BENCH_RESULT ${JSON.stringify({ jobs, seconds, jobsPerSecond: jobs / seconds, enqueuePerSecond: jobs / (enqueueMs / 1000) })}\n`);
+process.exit(0);
