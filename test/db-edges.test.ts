@@ -230,6 +230,7 @@ describe("claim input and round trips", () => {
     await enqueueJobs(db.pool, [{ type: "no-slot" }, { type: "one-slot" }]);
     expect(await claimJobs(counting, "w", [want("no-slot", { limit: 0 })])).toEqual([]);
     expect(await claimJobs(counting, "w", [want("no-slot")], { total: 0 })).toEqual([]);
+    expect(await claimJobs(counting, "w", [], { total: 5 })).toEqual([]);
     expect(queries).toBe(0);
     const jobs = await claimJobs(counting, "w", [want("no-slot", { limit: 0 }), want("one-slot", { limit: 5 })]);
     expect(jobs.map((j) => j.type)).toEqual(["one-slot"]);

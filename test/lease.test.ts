@@ -1,21 +1,23 @@
 import { describe, expect, it } from "vitest";
-import { claimJobs, completeJobs, enqueueJob, sweepExpiredClaims } from "../src/db/index.ts";
+import { completeJobs, enqueueJob } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { row, want } from "./support/factory.ts";
+import { row } from "./support/factory.ts";
 import { startWorker } from "./support/worker.ts";
 
 const db = useTestDatabase();
 
-/** Another worker steals the job: expire the lease (as if our process stalled), sweep, claim, complete. */
-const steal = async (id: string, type: string) => {
-  await db.pool.query("UPDATE picket.jobs SET lock_until = now() - interval '1 second' WHERE id = $1", [id]);
-  await sweepExpiredClaims(db.pool, 100);
-  await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [id]);
-  const [stolen] = await claimJobs(db.pool, "thief", [want(type, { limit: 1 })]);
-  expect(stolen?.id).toBe(id);
-  await completeJobs(db.pool, [{ id, token: stolen!.claimToken, result: "thief's outcome" }]);
-  return stolen!;
+/**
+ * Another worker steals the job: in one statement, as a sweep followed by another worker's claim
+ * would leave it (two statements would race this worker's own renewal and poll).
+ */
+const steal = async (id: string, _type: string) => {
+  const { rows } = await db.pool.query(
+    "UPDATE picket.jobs SET claim_token = gen_random_uuid(), locked_by = 'thief', attempts = attempts + 1 WHERE id = $1 AND status = 'processing' RETURNING claim_token",
+    [id],
+  );
+  expect(rows).toHaveLength(1);
+  await completeJobs(db.pool, [{ id, token: rows[0].claim_token, result: "thief's outcome" }]);
 };
 
 describe("lost claims", () => {

@@ -35,6 +35,9 @@ const eventsIn = (state: string): AnyEvent[] => {
       return [
         { type: "xstate.done.actor.payloadCheck", output: undefined },
         { type: "xstate.error.actor.payloadCheck", error: new Error("Expected a string") },
+        { type: "xstate.after.jobTimeout.job.checkingPayload" },
+        { type: "LEASE_LOST" },
+        { type: "DRAIN_DEADLINE" },
       ];
     case "running":
       return [
@@ -100,14 +103,22 @@ interface Script {
   hasHandler: boolean;
   hasSchema: boolean;
   payloadValid: boolean;
+  /** The payload check never settles, and this ends it. */
+  validatorHangs: "timeout" | "leaseLost" | "drain" | null;
   handler: "succeed" | "fail" | "permanent" | "timeout" | "leaseLost" | "drain" | null;
   write: "apply" | "fenced" | "error";
   lastAttempt: boolean;
 }
 
 const scriptOf = (path: ModelPath): Script => {
-  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, payloadValid: true, handler: null, write: "apply", lastAttempt: false };
-  for (const event of path.events) {
+  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, payloadValid: true, validatorHangs: null, handler: null, write: "apply", lastAttempt: false };
+  path.events.forEach((event, i) => {
+    if (path.states[i] === "checkingPayload") {
+      if (event.type.startsWith("xstate.after.")) script.validatorHangs = "timeout";
+      if (event.type === "LEASE_LOST") script.validatorHangs = "leaseLost";
+      if (event.type === "DRAIN_DEADLINE") script.validatorHangs = "drain";
+      if (script.validatorHangs !== null) return;
+    }
     if (event.type === "xstate.error.actor.payloadCheck") script.payloadValid = false;
     if (event.type === "xstate.done.actor.handler") script.handler = "succeed";
     if (event.type === "xstate.error.actor.handler") script.handler = (event.error as { permanent: boolean }).permanent ? "permanent" : "fail";
@@ -118,7 +129,7 @@ const scriptOf = (path: ModelPath): Script => {
     const output = event.output as { outcome?: string; status?: string } | undefined;
     if (event.type === "xstate.done.actor.write" && output?.outcome === "fenced") script.write = "fenced";
     if (event.type === "xstate.done.actor.write" && output?.status === "dead" && path.states.includes("failing")) script.lastAttempt = true;
-  }
+  });
   return script;
 };
 
@@ -223,16 +234,22 @@ const execute = async (path: ModelPath, index: number) => {
   const type = `model-${index}`;
   const hang = (signal: AbortSignal) => new Promise<never>((_r, reject) => signal.addEventListener("abort", () => reject(new Error("interrupted")), { once: true }));
   let onHandlerStart: () => Promise<void> = async () => undefined;
+  let onValidatorHang: () => Promise<void> = async () => undefined;
   const task: Task = defineTask({
     name: type,
-    timeoutMs: script.handler === "timeout" ? 100 : 30_000,
+    timeoutMs: script.handler === "timeout" || script.validatorHangs === "timeout" ? 100 : 30_000,
     ...(script.hasSchema
       ? {
           schema: {
             "~standard": {
               version: 1 as const,
               vendor: "test",
-              validate: (value: unknown) => ((value as { valid?: boolean }).valid ? { value } : { issues: [{ message: "Expected a valid payload" }] }),
+              validate: (value: unknown) =>
+                script.validatorHangs !== null
+                  ? onValidatorHang().then(() => new Promise<never>(() => undefined))
+                  : (value as { valid?: boolean }).valid
+                    ? { value }
+                    : { issues: [{ message: "Expected a valid payload" }] },
             },
           },
         }
@@ -258,7 +275,8 @@ const execute = async (path: ModelPath, index: number) => {
   const claim: Claim = { token: claimed!.claimToken, attempts: claimed!.attempts, thief: null, claimedRow: await readRow(db.pool, claimed!.id) };
 
   // Faults the path needs before the write: the claim lost to another worker, or a write that fails.
-  if (script.write === "fenced" && script.handler !== "leaseLost") claim.thief = await steal(db.pool, claimed!);
+  const losesLease = script.handler === "leaseLost" || script.validatorHangs === "leaseLost";
+  if (script.write === "fenced" && !losesLease) claim.thief = await steal(db.pool, claimed!);
   if (script.write === "error") {
     await db.pool.query(`
       CREATE OR REPLACE FUNCTION picket.refuse_model_write() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -267,7 +285,7 @@ const execute = async (path: ModelPath, index: number) => {
       `CREATE TRIGGER refuse_${type.replace("-", "_")} BEFORE UPDATE ON picket.jobs FOR EACH ROW WHEN (OLD.id = ${Number(claimed!.id)}) EXECUTE FUNCTION picket.refuse_model_write()`,
     );
   }
-  if (script.write === "error" || (script.write === "fenced" && script.handler !== "leaseLost")) {
+  if (script.write === "error" || (script.write === "fenced" && !losesLease)) {
     claim.claimedRow = await readRow(db.pool, claimed!.id);
   }
 
@@ -300,14 +318,19 @@ const execute = async (path: ModelPath, index: number) => {
       }
     },
   }).create(script.hasToken ? claimed! : { ...claimed!, claimToken: "" });
+  const loseLease = async () => {
+    // As the renewal loop does: the claim was stolen, the renewal reports fenced, the job is told.
+    claim.thief = await steal(db.pool, claimed!);
+    const [renewal] = await renewLeases(db.pool, [{ id: claimed!.id, token: claimed!.claimToken, leaseMs: 30_000 }]);
+    expect(renewal!.outcome).toBe("fenced");
+    actor.send({ type: "LEASE_LOST" });
+  };
+  onValidatorHang = async () => {
+    if (script.validatorHangs === "leaseLost") await loseLease();
+    if (script.validatorHangs === "drain") actor.send({ type: "DRAIN_DEADLINE" });
+  };
   onHandlerStart = async () => {
-    if (script.handler === "leaseLost") {
-      // As the renewal loop does: the claim was stolen, the renewal reports fenced, the job is told.
-      claim.thief = await steal(db.pool, claimed!);
-      const [renewal] = await renewLeases(db.pool, [{ id: claimed!.id, token: claimed!.claimToken, leaseMs: 30_000 }]);
-      expect(renewal!.outcome).toBe("fenced");
-      actor.send({ type: "LEASE_LOST" });
-    }
+    if (script.handler === "leaseLost") await loseLease();
     if (script.handler === "drain") actor.send({ type: "DRAIN_DEADLINE" });
   };
   actor.start();

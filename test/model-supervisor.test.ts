@@ -91,6 +91,22 @@ describe("supervisor machine against the real runtime", () => {
     await stopped;
   });
 
+  it("remembers a force() sent while the drain waits for an in-flight poll", async () => {
+    const endless = defineTask({ name: "sv-forced", timeoutMs: 60_000, handler: (_p, { signal }) => hang(signal) });
+    await enqueueJobs(db.pool, [{ type: "sv-forced" }]);
+    const blocker = await db.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("LOCK TABLE picket.jobs IN EXCLUSIVE MODE");
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [endless], drainTimeoutMs: 60_000, ...recorder() });
+    await sleep(150);
+    const stopped = supervisor.stop();
+    supervisor.force();
+    await sleep(50);
+    await blocker.query("COMMIT");
+    await stopped; // without the remembered force this would wait out the 60 s deadline
+    expect(outcomes.map((o) => o.outcome)).toEqual(["released"]);
+  });
+
   it("logs a failing poll and polls again; a poll that fails after STOP ends in the drain", async () => {
     const task = defineTask({ name: "sv-broken", handler: async () => "ok" });
     // A fault only claims hit: no row may become processing.

@@ -61,7 +61,7 @@ const claimSql = perSchema(
 const checkWant = (want: ClaimWant): void => {
   const positive = (name: keyof ClaimWant, min: number) => {
     const value = want[name];
-    if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > 2_147_483_647) {
+    if (!Number.isInteger(value) || (value as number) < min || (value as number) > 2_147_483_647) {
       throw new InvalidConfigError(
         `picket: claim for "${want.type}": ${name} must be an integer from ${min} to 2147483647 (got ${String(value)}).`,
       );
@@ -89,22 +89,22 @@ export const claimJobs = async (
   if (types.size !== wants.length) {
     throw new InvalidConfigError(`picket: claim names a type more than once (${wants.map((w) => w.type).join(", ")}); give each type once.`);
   }
-  const active = wants.filter((want) => want.limit > 0);
-  const total = options.total ?? active.reduce((sum, want) => sum + want.limit, 0);
+  const total = options.total ?? wants.reduce((sum, want) => sum + want.limit, 0);
   if (!Number.isInteger(total) || total < 0) {
     throw new InvalidConfigError(`picket: claim total must be an integer ≥ 0 (got ${String(options.total)}).`);
   }
-  if (active.length === 0 || total === 0) return [];
+  // Nothing wanted, no round trip. (A type offered no slot stays in the statement: LIMIT 0.)
+  if (wants.length === 0 || total === 0) return [];
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const { rows } = await db.query<ClaimedJob>({
     name: `picket_claim_${schema}`,
     text: claimSql(schema),
     values: [
-      active.map((w) => w.type),
-      active.map((w) => w.limit),
-      active.map((w) => w.leaseMs),
-      active.map((w) => w.backoffBaseMs),
-      active.map((w) => w.backoffMaxMs),
+      wants.map((w) => w.type),
+      wants.map((w) => w.limit),
+      wants.map((w) => w.leaseMs),
+      wants.map((w) => w.backoffBaseMs),
+      wants.map((w) => w.backoffMaxMs),
       workerId,
       total,
     ],

@@ -157,6 +157,20 @@ export const jobMachine = setup({
       ],
     },
     checkingPayload: {
+      // A validator is user code too: bounded by the same timeout, lease and drain as the handler.
+      after: {
+        jobTimeout: {
+          target: "failing",
+          actions: {
+            type: "setError",
+            params: ({ context }) => ({ kind: "timeout", message: `payload check timed out after ${context.timeoutMs} ms` }),
+          },
+        },
+      },
+      on: {
+        LEASE_LOST: { target: "fenced", actions: { type: "setIntended", params: "completed" as JobOutcome } },
+        DRAIN_DEADLINE: { target: "releasing" },
+      },
       invoke: {
         id: "payloadCheck",
         src: "validatePayload",

@@ -21,6 +21,8 @@ export interface SupervisorContext {
   running: number;
   /** STOP arrived while a poll was in flight: drain once the poll has finished. */
   stopRequested: boolean;
+  /** FORCE arrived while a poll was in flight: skip the drain's grace period once it has finished. */
+  forceRequested: boolean;
   /** The last poll filled every slot it offered (or had none): more work may be waiting. */
   saturated: boolean;
 }
@@ -53,6 +55,7 @@ export const supervisorMachine = setup({
   },
   guards: {
     stopRequested: ({ context }) => context.stopRequested,
+    forceRequested: ({ context }) => context.forceRequested,
     idle: ({ context }) => context.running === 0,
     saturated: ({ context }) => context.saturated,
     // Every slot offered was filled: more is probably waiting. (With no free slot to offer, the
@@ -65,6 +68,7 @@ export const supervisorMachine = setup({
   },
   actions: {
     requestStop: assign({ stopRequested: true }),
+    requestForce: assign({ forceRequested: true }),
     recordPoll: assign({
       running: ({ context }, output: PollOutput) => context.running + output.claimed,
       saturated: (_, output: PollOutput) => output.asked === 0 || output.claimed === output.asked,
@@ -82,6 +86,7 @@ export const supervisorMachine = setup({
     drainTimeoutMs: input.drainTimeoutMs,
     running: 0,
     stopRequested: false,
+    forceRequested: false,
     saturated: false,
   }),
   // The background loops live as long as the supervisor: leases must be renewed while draining.
@@ -112,7 +117,7 @@ export const supervisorMachine = setup({
             ],
           },
           // An in-flight poll is awaited, not raced: its claims must reach their machines.
-          on: { STOP: { actions: "requestStop" } },
+          on: { STOP: { actions: "requestStop" }, FORCE: { actions: "requestForce" } },
         },
         waiting: {
           after: { pollInterval: { target: "polling" } },
@@ -130,7 +135,10 @@ export const supervisorMachine = setup({
     },
     draining: {
       entry: "reportDraining",
-      always: { guard: "idle", target: "stopped" },
+      always: [
+        { guard: "idle", target: "stopped" },
+        { guard: "forceRequested", target: "releasing" },
+      ],
       after: { drainTimeout: { target: "releasing" } },
       on: { FORCE: { target: "releasing" } },
     },

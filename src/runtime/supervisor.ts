@@ -12,7 +12,6 @@ import {
   sweepExpiredClaims,
   type ClaimedJob,
   type ClaimWant,
-  type JobId,
 } from "../db/index.ts";
 import type { JobOutcome } from "../machines/job-machine.ts";
 import { supervisorMachine, type PollOutput } from "../machines/supervisor-machine.ts";
@@ -51,7 +50,9 @@ export class Supervisor {
   private pool: pg.Pool | undefined;
   private jobs: JobRuntime | undefined;
   private actor: Actor<typeof supervisorMachine> | undefined;
-  private readonly running = new Map<JobId, RunningJob>();
+  // One entry per claim being run. Not keyed by job id: after a lost lease this worker may claim
+  // the same job again while the stale machine is still winding down.
+  private readonly running = new Set<RunningJob>();
   private readonly outcomes: Record<JobOutcome, number> = {
     completed: 0,
     retried: 0,
@@ -65,7 +66,9 @@ export class Supervisor {
   private rotation = 0;
   private lastPollAt: number | null = null;
   private pollStartedAt: number | null = null;
+  private starting: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
+  private forced = false;
   private healthFiber: Fiber.Fiber<never, unknown> | undefined;
 
   constructor(options: SupervisorOptions) {
@@ -76,8 +79,13 @@ export class Supervisor {
   }
 
   /** Connects (and migrates, when asked), then starts polling. Resolves once running. */
-  async start(): Promise<void> {
-    if (this.actor) throw new Error("picket: this supervisor was already started; create a new one to start again.");
+  start(): Promise<void> {
+    if (this.starting) throw new Error("picket: this supervisor was already started; create a new one to start again.");
+    this.starting = this.startOnce();
+    return this.starting;
+  }
+
+  private async startOnce(): Promise<void> {
     this.pool = this.options.pool ?? (await openPool({
       connectionString: this.options.connectionString!,
       max: Math.min(this.config.concurrency + 4, 20),
@@ -90,7 +98,9 @@ export class Supervisor {
       logger: this.logger,
       logPayloads: this.config.logPayloads,
       taskFor: (type) => this.tasks.get(type),
-      leaseLost: (job) => this.running.get(job.id)?.actor.send({ type: "LEASE_LOST" }),
+      leaseLost: (job) => {
+        for (const entry of this.running) if (entry.job === job) entry.actor.send({ type: "LEASE_LOST" });
+      },
       ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
     });
     const machine = supervisorMachine.provide({
@@ -104,7 +114,7 @@ export class Supervisor {
       actions: {
         interruptJobs: () => {
           this.logger.warn({ running: this.running.size }, "drain deadline reached: interrupting and releasing running jobs");
-          for (const { actor } of this.running.values()) actor.send({ type: "DRAIN_DEADLINE" });
+          for (const { actor } of this.running) actor.send({ type: "DRAIN_DEADLINE" });
         },
         reportPollError: ({ event }) =>
           this.logger.error({ err: (event as { error?: unknown }).error }, "poll failed; polling again after the interval"),
@@ -117,9 +127,17 @@ export class Supervisor {
     });
     this.actor.subscribe({ error: (error) => this.logger.fatal({ err: error }, "supervisor machine failed") });
     if (this.config.health) {
-      this.healthFiber = Effect.runFork(startHealthServer(this.config.health, () => this.health(), this.logger));
+      this.healthFiber = Effect.runFork(
+        startHealthServer(this.config.health, () => this.health(), this.logger).pipe(
+          Effect.tapCause((cause) =>
+            Effect.sync(() => this.logger.error({ cause: String(cause), port: this.config.health && this.config.health.port }, "health server failed; the worker runs on without it")),
+          ),
+        ),
+      );
     }
     this.actor.start();
+    // stop() called while starting: the drain begins as soon as there is something to drain.
+    if (this.stopping !== undefined) this.actor.send({ type: "STOP" });
     this.logger.info({ tasks: [...this.tasks.keys()], concurrency: this.config.concurrency }, "worker started");
   }
 
@@ -129,9 +147,12 @@ export class Supervisor {
    */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      await this.starting?.catch(() => undefined);
       const actor = this.actor;
       if (actor) {
         actor.send({ type: "STOP" });
+        // force() may have been called before this drain reached the machine.
+        if (this.forced) actor.send({ type: "FORCE" });
         await waitFor(actor, (snapshot) => snapshot.status === "done", { timeout: Infinity });
       }
       if (this.healthFiber) await Effect.runPromise(Fiber.interrupt(this.healthFiber));
@@ -143,6 +164,7 @@ export class Supervisor {
 
   /** Ends the drain's grace period now: running jobs are interrupted and released. */
   force(): void {
+    this.forced = true;
     if (this.actor?.getSnapshot().status === "active") this.actor.send({ type: "FORCE" });
   }
 
@@ -154,7 +176,7 @@ export class Supervisor {
 
   stats(): SupervisorStats {
     const runningByTask: Record<string, number> = {};
-    for (const { job } of this.running.values()) runningByTask[job.type] = (runningByTask[job.type] ?? 0) + 1;
+    for (const { job } of this.running) runningByTask[job.type] = (runningByTask[job.type] ?? 0) + 1;
     return {
       running: this.running.size,
       runningByTask,
@@ -204,9 +226,13 @@ export class Supervisor {
       const free = this.config.concurrency - this.running.size;
       const wants = this.offerSlots(free);
       if (wants.length === 0) return { asked: 0, claimed: 0 };
-      const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema, total: free });
-      for (const job of jobs) this.dispatch(job);
-      return { asked: free, claimed: jobs.length };
+      // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
+      const asked = Math.min(free, wants.reduce((sum, want) => sum + want.limit, 0));
+      const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema, total: asked });
+      // Started after the supervisor machine has counted them (a job can finish synchronously).
+      const entries = jobs.map((job) => this.dispatch(job));
+      setImmediate(() => entries.forEach((entry) => entry.actor.start()));
+      return { asked, claimed: jobs.length };
     } finally {
       this.pollStartedAt = null;
       this.lastPollAt = Date.now();
@@ -217,7 +243,7 @@ export class Supervisor {
     if (free <= 0) return [];
     const tasks = [...this.tasks.values()];
     const counts = new Map<string, number>();
-    for (const { job } of this.running.values()) counts.set(job.type, (counts.get(job.type) ?? 0) + 1);
+    for (const { job } of this.running) counts.set(job.type, (counts.get(job.type) ?? 0) + 1);
     const start = this.rotation++ % tasks.length;
     return [...tasks.slice(start), ...tasks.slice(0, start)]
       .map((task) => ({
@@ -230,19 +256,24 @@ export class Supervisor {
       .filter((want) => want.limit > 0);
   }
 
-  private dispatch(job: ClaimedJob): void {
-    const task = this.tasks.get(job.type);
-    const actor = this.jobs!.create(job);
-    const startedAt = Date.now();
+  /** Creates the machine for a claimed job and registers it; the caller starts it. */
+  private dispatch(job: ClaimedJob): RunningJob {
+    const entry: RunningJob = { job, task: this.tasks.get(job.type), actor: this.jobs!.create(job), startedAt: Date.now() };
     const finish = (outcome: JobOutcome, error: string | null) => {
-      if (!this.running.delete(job.id)) return;
+      if (!this.running.delete(entry)) return;
       this.outcomes[outcome]++;
-      for (const listener of this.listeners) listener({ job, outcome, error, durationMs: Date.now() - startedAt });
       this.actor?.send({ type: "JOB_FINISHED" });
+      for (const listener of this.listeners) {
+        try {
+          listener({ job, outcome, error, durationMs: Date.now() - entry.startedAt });
+        } catch (listenerError) {
+          this.logger.error({ err: listenerError, job_id: job.id }, "an onJobFinished listener threw; ignored");
+        }
+      }
     };
-    actor.subscribe({
+    entry.actor.subscribe({
       complete: () => {
-        const output = actor.getSnapshot().output!;
+        const output = entry.actor.getSnapshot().output!;
         finish(output.outcome, output.error ? `${output.error.kind}: ${output.error.message}` : null);
       },
       error: (error) => {
@@ -250,9 +281,8 @@ export class Supervisor {
         finish("abandoned", String(error));
       },
     });
-    // Registered before start: a machine may finish synchronously (refused, no handler).
-    this.running.set(job.id, { job, task, actor, startedAt });
-    actor.start();
+    this.running.add(entry);
+    return entry;
   }
 
   /** Lease renewal, the sweep, retention and LISTEN, each in its own error boundary. */
@@ -261,7 +291,7 @@ export class Supervisor {
     const schema = config.schema;
     const pool = this.pool!;
     const renew = Effect.gen(function* () {
-      const live = [...running.values()].filter(({ actor }) => actor.getSnapshot().status === "active");
+      const live = [...running].filter(({ actor }) => actor.getSnapshot().status === "active");
       if (live.length === 0) return;
       const results = yield* Effect.tryPromise(() =>
         renewLeases(pool, live.map(({ job, task }) => ({ id: job.id, token: job.claimToken, leaseMs: task?.leaseMs ?? 30_000 })), { schema }),
@@ -271,7 +301,7 @@ export class Supervisor {
         const { job, actor } = live[i]!;
         // A job that left `running` meanwhile has written (or is writing) its own outcome: its
         // renewal found the row finished, not stolen. Only a running job lost its claim.
-        if (!actor.getSnapshot().matches("running")) return;
+        if (!actor.getSnapshot().matches("running") && !actor.getSnapshot().matches("checkingPayload")) return;
         logger.warn(
           { job_id: job.id, task: job.type, claim_token: job.claimToken },
           `lease renewal fenced: job ${job.id} (claim ${job.claimToken}) was reclaimed; interrupting its handler`,
