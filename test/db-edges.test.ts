@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import {
   claimJobs,
   completeJobs,
+  deadLetterJobs,
   enqueueJob,
   enqueueJobs,
   ERROR_MESSAGE_LIMIT,
@@ -114,6 +115,15 @@ describe("fenced writes with odd values", () => {
     const [job] = await claimed(db.pool, "bad-lease");
     await expect(renewLeases(db.pool, [{ id: job!.id, token: job!.claimToken, leaseMs: -60_000 }])).rejects.toThrow(InvalidConfigError);
     await expect(renewLeases(db.pool, [{ id: job!.id, token: job!.claimToken, leaseMs: 1.5 }])).rejects.toThrow(/leaseMs must be an integer/);
+  });
+
+  it("reports a token with anything around a UUID as fenced instead of failing the batch", async () => {
+    const [job] = await claimed(db.pool, "padded-token");
+    const results = await completeJobs(db.pool, [
+      { id: job!.id, token: `x${job!.claimToken}` },
+      { id: job!.id, token: `${job!.claimToken}x` },
+    ]);
+    expect(results.map((r) => r.outcome)).toEqual(["fenced", "fenced"]);
   });
 
   it("reports a malformed id as fenced instead of failing the batch", async () => {
@@ -240,10 +250,17 @@ describe("claim input and round trips", () => {
   it("runs the hot statements as named prepared statements", async () => {
     const client = await db.connect();
     const [job] = await claimed(client, "prepared");
-    await renewLeases(client, [{ id: job!.id, token: job!.claimToken, leaseMs: 1000 }]);
-    await completeJobs(client, [{ id: job!.id, token: job!.claimToken }]);
+    const claim = { id: job!.id, token: job!.claimToken };
+    await renewLeases(client, [{ ...claim, leaseMs: 1000 }]);
+    await reportProgress(client, [{ ...claim, progress: 1 }]);
+    await completeJobs(client, [claim]);
+    await failJobs(client, [{ ...claim, error: "x" }]);
+    await deadLetterJobs(client, [{ ...claim, error: "x" }]);
+    await releaseJobs(client, [claim]);
     await sweepExpiredClaims(client, 10);
     const { rows } = await client.query("SELECT name FROM pg_prepared_statements ORDER BY name");
-    expect(rows.map((r) => r.name)).toEqual(["picket_claim_picket", "picket_complete_picket", "picket_renew_picket", "picket_sweep_picket"]);
+    expect(rows.map((r) => r.name)).toEqual(
+      ["claim", "complete", "dead_letter", "fail", "progress", "release", "renew", "sweep"].map((s) => `picket_${s}_picket`),
+    );
   });
 });
