@@ -117,6 +117,14 @@ describe("fenced writes with odd values", () => {
     await expect(renewLeases(db.pool, [{ id: job!.id, token: job!.claimToken, leaseMs: 1.5 }])).rejects.toThrow(/leaseMs must be an integer/);
   });
 
+  it("makes no round trip for an empty batch", async () => {
+    let queries = 0;
+    const counting = { query: (config: never) => (queries++, db.pool.query(config)) };
+    expect(await completeJobs(counting, [])).toEqual([]);
+    expect(await renewLeases(counting, [])).toEqual([]);
+    expect(queries).toBe(0);
+  });
+
   it("reports a token with anything around a UUID as fenced instead of failing the batch", async () => {
     const [job] = await claimed(db.pool, "padded-token");
     const results = await completeJobs(db.pool, [
