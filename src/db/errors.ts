@@ -69,6 +69,3 @@ export const isAuthFailure = (error: unknown): boolean => {
   const code = asPgError(error).code;
   return code === "28P01" || code === "28000";
 };
-
-/** 23505 on the live-key index: another live job holds this dedupe key. */
-export const isUniqueViolation = (error: unknown): boolean => asPgError(error).code === "23505";

@@ -44,6 +44,9 @@ export interface ClaimedJob extends Job {
   lockUntil: Date;
 }
 
+/** The lease this claim was given: the row describes itself, whatever this worker's config. */
+export const claimLeaseMs = (job: ClaimedJob): number => Math.max(1, job.lockUntil.getTime() - (job.lockedAt ?? job.lockUntil).getTime());
+
 /** Column list for `RETURNING` / `SELECT`, aliased to Job's field names; `alias` qualifies it. */
 export const jobColumns = (alias: string): string =>
   [

@@ -7,6 +7,7 @@ import { Effect } from "effect";
 import type pg from "pg";
 import { createActor, fromPromise, type Actor } from "xstate";
 import {
+  claimLeaseMs,
   completeJobs,
   deadLetterJobs,
   failJobs,
@@ -63,7 +64,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
 
   const write = (run: (input: WriteInput) => Promise<FencedResult>) =>
     fromPromise<FencedResult, WriteInput>(({ input, signal }) =>
-      runUnder(dbWrite(() => run(input), deps.taskFor(input.job.type)?.leaseMs ?? 30_000), signal),
+      runUnder(dbWrite(() => run(input), claimLeaseMs(input.job)), signal),
     );
 
   const handlerContext = (job: ClaimedJob): Omit<HandlerContext, "signal"> => {

@@ -5,6 +5,7 @@ import pg from "pg";
 import { createActor, fromCallback, fromPromise, waitFor, type Actor } from "xstate";
 import {
   claimJobs,
+  claimLeaseMs,
   deleteFinishedJobs,
   migrate,
   openPool,
@@ -25,8 +26,6 @@ import type { Task } from "./task.ts";
 
 interface RunningJob {
   job: ClaimedJob;
-  /** Undefined when no handler is registered for job.type (the machine dead-letters it). */
-  task: Task | undefined;
   actor: JobActor;
   startedAt: number;
 }
@@ -258,7 +257,7 @@ export class Supervisor {
 
   /** Creates the machine for a claimed job and registers it; the caller starts it. */
   private dispatch(job: ClaimedJob): RunningJob {
-    const entry: RunningJob = { job, task: this.tasks.get(job.type), actor: this.jobs!.create(job), startedAt: Date.now() };
+    const entry: RunningJob = { job, actor: this.jobs!.create(job), startedAt: Date.now() };
     const finish = (outcome: JobOutcome, error: string | null) => {
       if (!this.running.delete(entry)) return;
       this.outcomes[outcome]++;
@@ -294,7 +293,7 @@ export class Supervisor {
       const live = [...running].filter(({ actor }) => actor.getSnapshot().status === "active");
       if (live.length === 0) return;
       const results = yield* Effect.tryPromise(() =>
-        renewLeases(pool, live.map(({ job, task }) => ({ id: job.id, token: job.claimToken, leaseMs: task?.leaseMs ?? 30_000 })), { schema }),
+        renewLeases(pool, live.map(({ job }) => ({ id: job.id, token: job.claimToken, leaseMs: claimLeaseMs(job) })), { schema }),
       );
       results.forEach((result, i) => {
         if (result.outcome !== "fenced") return;
