@@ -1,0 +1,76 @@
+// Scale: the table as it looks after months of work — many finished rows, a deep backlog — against
+// the same backlog in an otherwise empty table. Measures the per-statement latency of the claim
+// and of the sweep, then the throughput of one worker draining the backlog.
+// Usage: node bench/scale.ts --url <database url> [--finished 1000000] [--pending 100000]
+import { parseArgs } from "node:util";
+import pg from "pg";
+import { claimJobs, completeJobs, createLogger, createSupervisor, defineTask, migrate, sweepExpiredClaims } from "../src/index.ts";
+import { percentile, report } from "./lib/db.ts";
+
+const { values } = parseArgs({
+  options: { url: { type: "string" }, finished: { type: "string", default: "1000000" }, pending: { type: "string", default: "100000" } },
+});
+const url = values.url!;
+const finished = Number(values.finished);
+const pending = Number(values.pending);
+const pool = new pg.Pool({ connectionString: url, max: 4 });
+await migrate(pool);
+
+// Seeded in SQL: a million rows through the client would measure the seeding, not the queue.
+// Finished rows look like real ones: claimed, with a token, a result and a finish time spread
+// over the last week (so retention's index holds them in time order).
+await pool.query(
+  `INSERT INTO picket.jobs (type, status, attempts, claim_token, locked_by, locked_at, lock_until, result, finished_at, created_at, updated_at)
+   SELECT 'noop', 'completed', 1, gen_random_uuid(), 'seed', t, t, '{"ok":true}', t, t, t
+   FROM (SELECT now() - (g * interval '600 milliseconds') AS t FROM generate_series(1, $1::int) AS g) AS s`,
+  [finished],
+);
+await pool.query(`INSERT INTO picket.jobs (type) SELECT 'noop' FROM generate_series(1, $1::int)`, [pending]);
+await pool.query("VACUUM ANALYZE picket.jobs");
+
+// Per-statement latency, on the worker's own statements: a claim of 10 jobs (then completed, not
+// timed) and a sweep while those 10 are processing under a live lease.
+const want = { type: "noop", limit: 10, leaseMs: 60_000, backoffBaseMs: 1_000, backoffMaxMs: 3_600_000 };
+const claimMs: number[] = [];
+const sweepMs: number[] = [];
+for (let i = 0; i < 200; i++) {
+  let t = performance.now();
+  const claimed = await claimJobs(pool, "scale", [want]);
+  claimMs.push(performance.now() - t);
+  t = performance.now();
+  await sweepExpiredClaims(pool, 1_000);
+  sweepMs.push(performance.now() - t);
+  await completeJobs(pool, claimed.map((j) => ({ id: j.id, token: j.claimToken })));
+}
+const left = pending - 2_000;
+
+const noop = defineTask({ name: "noop", handler: async () => undefined });
+const supervisor = createSupervisor({
+  connectionString: url,
+  tasks: [noop],
+  logger: createLogger({ level: "warn" }),
+  retention: false,
+  concurrency: 200,
+  pollIntervalMs: 100,
+});
+const { rows: [start] } = await pool.query("SELECT clock_timestamp() AS t");
+await supervisor.start();
+for (;;) {
+  const { rows } = await pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE status = 'pending'");
+  if (rows[0].n === 0) break;
+  await new Promise((r) => setTimeout(r, 100));
+}
+await supervisor.stop();
+const { rows: [end] } = await pool.query("SELECT max(finished_at) AS t FROM picket.jobs WHERE locked_by <> 'seed' AND locked_by <> 'scale'");
+await pool.end();
+const seconds = (end.t.getTime() - start.t.getTime()) / 1000;
+const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
+report({
+  finished,
+  pending,
+  jobsPerSecond: left / seconds,
+  claimP50Ms: percentile(sorted(claimMs), 50),
+  claimP95Ms: percentile(sorted(claimMs), 95),
+  sweepP50Ms: percentile(sorted(sweepMs), 50),
+  sweepP95Ms: percentile(sorted(sweepMs), 95),
+});
