@@ -30,4 +30,36 @@ describe("logging", () => {
     jobLogger(logger, job, { logPayload: true }).info("started");
     expect(lines[0]).toMatchObject({ payload: { password: "hunter2" } });
   });
+
+  it("names picket, leaves out pid and hostname, and logs at info unless told otherwise", () => {
+    const { lines, logger } = capture();
+    logger.debug("hidden");
+    logger.info("shown");
+    expect(lines).toEqual([{ level: 30, time: expect.any(Number), name: "picket", msg: "shown" }]);
+  });
+
+  it("takes the level from the option, else from PICKET_LOG_LEVEL", () => {
+    const previous = process.env.PICKET_LOG_LEVEL;
+    try {
+      process.env.PICKET_LOG_LEVEL = "warn";
+      const destination = new Writable({ write: (_chunk, _encoding, done) => done() });
+      expect(createLogger({ destination }).level).toBe("warn");
+      expect(createLogger({ level: "debug", destination }).level).toBe("debug");
+      delete process.env.PICKET_LOG_LEVEL;
+      expect(createLogger({ destination }).level).toBe("info");
+    } finally {
+      if (previous === undefined) delete process.env.PICKET_LOG_LEVEL;
+      else process.env.PICKET_LOG_LEVEL = previous;
+    }
+  });
+
+  it("logs an error by its type, message, code and stack only: never the pg client it carries", () => {
+    const { lines, logger } = capture();
+    const error = Object.assign(new TypeError("boom"), { code: "08006", client: { password: "secret" } });
+    logger.error({ err: error }, "failed");
+    logger.error({ err: "a plain string" }, "odd");
+    expect(lines[0]!.err).toEqual({ type: "TypeError", message: "boom", code: "08006", stack: error.stack });
+    expect(JSON.stringify(lines[0])).not.toContain("secret");
+    expect(lines[1]!.err).toBe("a plain string");
+  });
 });
