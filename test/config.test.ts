@@ -75,9 +75,9 @@ describe("supervisor options", () => {
 
   it("fills in the health server's defaults, and the stale-poll threshold from the poll interval", () => {
     expect(resolveConfig({ ...base, health: { port: 8080 } }).health).toEqual({ port: 8080, host: "0.0.0.0", stalePollMs: 30_000 });
-    expect(resolveConfig({ ...base, pollIntervalMs: 5_000, health: {} }).health).toEqual({ port: 0, host: "0.0.0.0", stalePollMs: 50_000 });
-    expect(resolveConfig({ ...base, pollIntervalMs: 2_999, health: {} }).health).toMatchObject({ stalePollMs: 30_000 });
-    expect(resolveConfig({ ...base, pollIntervalMs: 3_001, health: {} }).health).toMatchObject({ stalePollMs: 30_010 });
+    expect(resolveConfig({ ...base, pollIntervalMs: 5_000, health: {} as never }).health).toEqual({ port: 0, host: "0.0.0.0", stalePollMs: 50_000 });
+    expect(resolveConfig({ ...base, pollIntervalMs: 2_999, health: { port: 0 } }).health).toMatchObject({ stalePollMs: 30_000 });
+    expect(resolveConfig({ ...base, pollIntervalMs: 3_001, health: { port: 0 } }).health).toMatchObject({ stalePollMs: 30_010 });
   });
 
   it("takes retention settings one by one, and turns retention off with false", () => {
