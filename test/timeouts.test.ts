@@ -76,11 +76,11 @@ describe("timeouts cancel", () => {
       timeoutMs: 300,
       isolate: { module: new URL("./fixtures/busy-task.ts", import.meta.url), export: "spin" },
     });
-    const job = await enqueueJob(db.pool, { type: "busy", payload: { spinMs: 2_000, markFile }, maxAttempts: 1 });
+    const job = await enqueueJob(db.pool, { type: "busy", payload: { spinMs: 1_000, markFile }, maxAttempts: 1 });
     const { outcomes } = await startWorker({ connectionString: db.url, tasks: [busy] });
     await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "dead" });
     // Well past the loop's natural end: a thread that was not terminated would have left its mark.
-    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
     expect(existsSync(markFile)).toBe(false);
   });
 
