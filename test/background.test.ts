@@ -100,4 +100,19 @@ describe("background work", () => {
     await stopped;
     expect(supervisor.stats()).toMatchObject({ running: 0, runningByTask: {}, outcomes: { completed: 3 } });
   });
+
+  it("logs its lifecycle: started with its tasks, draining, the deadline, stopped with its outcomes; starts once only", async () => {
+    const held = defineTask({ name: "bg-life", handler: () => new Promise(() => undefined) });
+    const idle = defineTask({ name: "bg-idle", handler: async () => undefined });
+    const job = await enqueueJob(db.pool, { type: "bg-life" });
+    const { supervisor, logs } = await startWorker({ connectionString: db.url, tasks: [held, idle], concurrency: 3, drainTimeoutMs: 100, workerId: "w-life" });
+    expect(logs.find((l) => l.msg === "worker started")).toMatchObject({ level: 30, worker_id: "w-life", tasks: ["bg-life", "bg-idle"], concurrency: 3 });
+    expect(() => supervisor.start()).toThrow("picket: this supervisor was already started; create a new one to start again.");
+    await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    await supervisor.stop();
+    expect(logs.find((l) => l.msg === "draining: claiming stopped, waiting for running jobs")).toMatchObject({ level: 30, running: 1 });
+    expect(logs.find((l) => l.msg === "drain deadline reached: interrupting and releasing running jobs")).toMatchObject({ level: 40, running: 1 });
+    expect(logs.find((l) => l.msg === "worker stopped")).toMatchObject({ level: 30, outcomes: { released: 1, completed: 0 } });
+    expect(await row(db.pool, job.id)).toMatchObject({ status: "pending", attempts: 0 });
+  });
 });
