@@ -17,6 +17,7 @@ describe("supervisor options", () => {
       schema: "picket",
       workerId: expect.any(String),
       concurrency: 10,
+      poolSize: 14,
       pollIntervalMs: 1_000,
       sweepIntervalMs: 5_000,
       sweepBatchSize: 1_000,
@@ -51,6 +52,7 @@ describe("supervisor options", () => {
       schema: "jobs_here",
       workerId: "w1",
       concurrency: 3,
+      poolSize: 7,
       pollIntervalMs: 10,
       sweepIntervalMs: 10,
       sweepBatchSize: 1,
@@ -61,6 +63,12 @@ describe("supervisor options", () => {
       health: { port: 0, host: "127.0.0.1", stalePollMs: 1 },
       logPayloads: true,
     });
+  });
+
+  it("sizes its own pool a few connections above the concurrency, at most 20", () => {
+    expect(resolveConfig({ ...base, concurrency: 1 }).poolSize).toBe(5);
+    expect(resolveConfig({ ...base, concurrency: 16 }).poolSize).toBe(20);
+    expect(resolveConfig({ ...base, concurrency: 200 }).poolSize).toBe(20);
   });
 
   it("renews every third of the shortest lease, never more often than every 50 ms", () => {

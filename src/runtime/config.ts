@@ -47,6 +47,8 @@ export interface ResolvedConfig {
   schema: string;
   workerId: string;
   concurrency: number;
+  /** Connections in the pool picket opens (not used with a caller's pool). */
+  poolSize: number;
   pollIntervalMs: number;
   sweepIntervalMs: number;
   sweepBatchSize: number;
@@ -78,6 +80,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
   if (!options.connectionString && !options.pool) {
     throw new InvalidConfigError("picket: give the supervisor a connectionString (e.g. process.env.DATABASE_URL) or a pg pool.");
   }
+  const concurrency = int("concurrency", options.concurrency, 10, 1);
   const pollIntervalMs = int("pollIntervalMs", options.pollIntervalMs, 1_000, 10);
   // Renew three times per lease: two renewals can fail before the claim is at risk.
   const renewIntervalMs = Math.max(50, Math.floor(Math.min(...options.tasks.map((t) => t.leaseMs)) / 3));
@@ -92,7 +95,10 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
   return {
     schema: options.schema ?? DEFAULT_SCHEMA,
     workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
-    concurrency: int("concurrency", options.concurrency, 10, 1),
+    concurrency,
+    // Claims, batched writes and renewals share the pool: a few connections beyond one per job
+    // at low concurrency, and no more than 20 (batched writes need few connections).
+    poolSize: Math.min(concurrency + 4, 20),
     pollIntervalMs,
     sweepIntervalMs: int("sweepIntervalMs", options.sweepIntervalMs, 5_000, 10),
     sweepBatchSize: int("sweepBatchSize", options.sweepBatchSize, 1_000, 1),

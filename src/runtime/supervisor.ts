@@ -87,7 +87,7 @@ export class Supervisor {
   private async startOnce(): Promise<void> {
     this.pool = this.options.pool ?? (await openPool({
       connectionString: this.options.connectionString!,
-      max: Math.min(this.config.concurrency + 4, 20),
+      max: this.config.poolSize,
       onIdleError: (error) => this.logger.warn({ err: error }, "idle database connection failed; the pool replaces it"),
     }));
     if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
@@ -135,8 +135,6 @@ export class Supervisor {
       );
     }
     this.actor.start();
-    // stop() called while starting: the drain begins as soon as there is something to drain.
-    if (this.stopping !== undefined) this.actor.send({ type: "STOP" });
     this.logger.info({ tasks: [...this.tasks.keys()], concurrency: this.config.concurrency }, "worker started");
   }
 
@@ -152,7 +150,7 @@ export class Supervisor {
         actor.send({ type: "STOP" });
         // force() may have been called before this drain reached the machine.
         if (this.forced) actor.send({ type: "FORCE" });
-        await waitFor(actor, (snapshot) => snapshot.status === "done", { timeout: Infinity });
+        await waitFor(actor, (snapshot) => snapshot.status === "done");
       }
       if (this.healthFiber) await Effect.runPromise(Fiber.interrupt(this.healthFiber));
       if (this.pool && !this.options.pool) await this.pool.end();
@@ -224,8 +222,8 @@ export class Supervisor {
     try {
       const free = this.config.concurrency - this.running.size;
       const wants = this.offerSlots(free);
-      if (wants.length === 0) return { asked: 0, claimed: 0 };
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
+      // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
       const asked = Math.min(free, wants.reduce((sum, want) => sum + want.limit, 0));
       const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema, total: asked });
       // Started after the supervisor machine has counted them (a job can finish synchronously).
@@ -239,20 +237,21 @@ export class Supervisor {
   }
 
   private offerSlots(free: number): ClaimWant[] {
+    // No slot, no offer; and the rotation moves only when something is offered, or a poll with
+    // nothing to offer would skip a task's turn.
     if (free <= 0) return [];
     const tasks = [...this.tasks.values()];
     const counts = new Map<string, number>();
     for (const { job } of this.running) counts.set(job.type, (counts.get(job.type) ?? 0) + 1);
     const start = this.rotation++ % tasks.length;
-    return [...tasks.slice(start), ...tasks.slice(0, start)]
-      .map((task) => ({
-        type: task.name,
-        limit: Math.min(free, task.concurrency - (counts.get(task.name) ?? 0)),
-        leaseMs: task.leaseMs,
-        backoffBaseMs: task.backoffBaseMs,
-        backoffMaxMs: task.backoffMaxMs,
-      }))
-      .filter((want) => want.limit > 0);
+    // A task with no slot left is offered LIMIT 0: the claim takes none of its jobs.
+    return [...tasks.slice(start), ...tasks.slice(0, start)].map((task) => ({
+      type: task.name,
+      limit: Math.min(free, task.concurrency - (counts.get(task.name) ?? 0)),
+      leaseMs: task.leaseMs,
+      backoffBaseMs: task.backoffBaseMs,
+      backoffMaxMs: task.backoffMaxMs,
+    }));
   }
 
   /** Creates the machine for a claimed job and registers it; the caller starts it. */
@@ -290,8 +289,8 @@ export class Supervisor {
     const schema = config.schema;
     const pool = this.pool!;
     const renew = Effect.gen(function* () {
-      const live = [...running].filter(({ actor }) => actor.getSnapshot().status === "active");
-      if (live.length === 0) return;
+      // Every entry is a live claim: a machine leaves `running` the moment it ends.
+      const live = [...running];
       const results = yield* Effect.tryPromise(() =>
         renewLeases(pool, live.map(({ job }) => ({ id: job.id, token: job.claimToken, leaseMs: claimLeaseMs(job) })), { schema }),
       );

@@ -1,0 +1,285 @@
+// The supervisor's edges, each pinned by what an operator or an embedding service would see: the
+// health report's thresholds, what stop() leaves behind, force() during a drain, listeners, a
+// fenced renewal or progress write interrupting exactly the job it names, a custom schema end to
+// end, LISTEN off, a health port already taken, the inspection hook, and fairness between tasks.
+import { createServer, type Server } from "node:net";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { claimJobs, enqueueJob, enqueueJobs, migrate } from "../src/db/index.ts";
+import { createSupervisor } from "../src/runtime/supervisor.ts";
+import { defineTask } from "../src/runtime/task.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { row, want } from "./support/factory.ts";
+import { captureLogs, startWorker } from "./support/worker.ts";
+
+const db = useTestDatabase();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const steal = (id: string) => db.pool.query("UPDATE picket.jobs SET claim_token = gen_random_uuid() WHERE id = $1", [id]);
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("the health report", () => {
+  it("is healthy between polls, and unhealthy once no poll has happened for the stale threshold plus one interval", async () => {
+    const task = defineTask({ name: "edge-health", handler: async () => undefined });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [task], pollIntervalMs: 60_000, health: { port: 0, host: "127.0.0.1", stalePollMs: 1_000 } });
+    await expect.poll(() => supervisor.stats().lastPollAt, { timeout: 5_000 }).not.toBeNull();
+    const last = supervisor.stats().lastPollAt!.getTime();
+    expect(await supervisor.health()).toEqual({
+      healthy: true,
+      ready: true,
+      lastPollAt: new Date(last).toISOString(),
+      pollStuck: false,
+      databaseReachable: true,
+      draining: false,
+      inFlight: {},
+    });
+    vi.spyOn(Date, "now").mockReturnValue(last + 1_000 + 60_000);
+    expect(await supervisor.health()).toMatchObject({ healthy: true, pollStuck: false });
+    vi.spyOn(Date, "now").mockReturnValue(last + 1_000 + 60_000 + 1);
+    expect(await supervisor.health()).toMatchObject({ healthy: false, pollStuck: true, databaseReachable: true });
+    vi.restoreAllMocks();
+  });
+
+  it("reports a poll in flight for longer than the threshold as stuck, and not a moment before", async () => {
+    const task = defineTask({ name: "edge-stuck", handler: async () => undefined });
+    const blocker = await db.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("LOCK TABLE picket.jobs IN EXCLUSIVE MODE");
+    try {
+      const { supervisor } = await startWorker({ connectionString: db.url, tasks: [task], health: { port: 0, host: "127.0.0.1", stalePollMs: 60_000 } });
+      const inner = supervisor as unknown as { pollStartedAt: number | null };
+      await expect.poll(() => inner.pollStartedAt, { timeout: 5_000 }).not.toBeNull();
+      const started = inner.pollStartedAt!;
+      vi.spyOn(Date, "now").mockReturnValue(started + 60_000);
+      expect(await supervisor.health()).toMatchObject({ healthy: true, pollStuck: false, lastPollAt: null });
+      vi.spyOn(Date, "now").mockReturnValue(started + 60_001);
+      expect(await supervisor.health()).toMatchObject({ healthy: false, pollStuck: true });
+      vi.restoreAllMocks();
+    } finally {
+      await blocker.query("COMMIT");
+    }
+  });
+
+  it("is not stale while draining, however long ago the last poll was", async () => {
+    let release: () => void = () => undefined;
+    const held = defineTask({ name: "edge-drain-health", handler: () => new Promise<void>((r) => (release = r)) });
+    await enqueueJob(db.pool, { type: "edge-drain-health" });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [held], health: { port: 0, host: "127.0.0.1", stalePollMs: 1 } });
+    await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    const stopping = supervisor.stop();
+    vi.spyOn(Date, "now").mockReturnValue(Date.now() + 3_600_000);
+    expect(await supervisor.health()).toMatchObject({ healthy: true, ready: false, draining: true, pollStuck: false, inFlight: { "edge-drain-health": 1 } });
+    vi.restoreAllMocks();
+    release();
+    await stopping;
+  });
+});
+
+describe("stopping", () => {
+  it("resolves stop() on a supervisor that never started", async () => {
+    const logs = captureLogs();
+    const task = defineTask({ name: "edge-never", handler: async () => undefined });
+    const supervisor = createSupervisor({ connectionString: db.url, tasks: [task], logger: logs.logger });
+    await supervisor.stop();
+    expect(logs.lines.find((l) => l.msg === "worker stopped")).toBeDefined();
+  });
+
+  it("closes its health port and its own pool's connections, and its background loops log nothing after", async () => {
+    const task = defineTask({ name: "edge-close", handler: async () => undefined });
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer().listen(0, "127.0.0.1", () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const backends = async () =>
+      (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'edge-close'")).rows[0].n as number;
+    const { supervisor, logs } = await startWorker({
+      connectionString: `${db.url}?application_name=edge-close`,
+      tasks: [task],
+      sweepIntervalMs: 20,
+      health: { port, host: "127.0.0.1" },
+    });
+    await expect.poll(async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => ({ status: 0 }))).status, { timeout: 5_000 }).toBe(200);
+    expect(await backends()).toBeGreaterThan(0);
+    await supervisor.stop();
+    await expect(fetch(`http://127.0.0.1:${port}/health`)).rejects.toThrow();
+    await expect.poll(backends, { timeout: 3_000 }).toBe(0);
+    const count = logs.length;
+    await sleep(200);
+    expect(logs.slice(count)).toEqual([]);
+  });
+
+  it("force() after the drain began interrupts and releases at once", async () => {
+    const held = defineTask({ name: "edge-force", handler: () => new Promise(() => undefined) });
+    const job = await enqueueJob(db.pool, { type: "edge-force" });
+    const { supervisor, outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [held], drainTimeoutMs: 60_000 });
+    await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    const stopping = supervisor.stop();
+    await expect.poll(() => logs.some((l) => l.msg.startsWith("draining")), { timeout: 5_000 }).toBe(true);
+    const forcedAt = Date.now();
+    supervisor.force();
+    await stopping;
+    expect(Date.now() - forcedAt).toBeLessThan(5_000);
+    expect(outcomes).toEqual([expect.objectContaining({ id: job.id, outcome: "released" })]);
+  });
+});
+
+describe("listeners", () => {
+  it("hears each outcome with its error text until unsubscribed, and logs a listener that throws", async () => {
+    const failing = defineTask({ name: "edge-listen", handler: async (payload: { fail: boolean }) => {
+      if (payload.fail) throw new Error("boom");
+      return "ok";
+    } });
+    const { supervisor, logs } = await startWorker({ connectionString: db.url, tasks: [failing] });
+    const heard: Array<{ id: string; outcome: string; error: string | null }> = [];
+    const unsubscribe = supervisor.onJobFinished(({ job, outcome, error }) => heard.push({ id: job.id, outcome, error }));
+    supervisor.onJobFinished(() => {
+      throw new Error("listener bug");
+    });
+    const bad = await enqueueJob(db.pool, { type: "edge-listen", payload: { fail: true }, maxAttempts: 1 });
+    await expect.poll(() => heard.length, { timeout: 5_000 }).toBe(1);
+    expect(heard[0]).toEqual({ id: bad.id, outcome: "dead", error: "error: boom" });
+    expect(logs.find((l) => l.msg === "an onJobFinished listener threw; ignored")).toMatchObject({ level: 50, job_id: bad.id, err: { message: "listener bug" } });
+    unsubscribe();
+    const good = await enqueueJob(db.pool, { type: "edge-listen", payload: { fail: false } });
+    await expect.poll(async () => (await row(db.pool, good.id)).status, { timeout: 5_000 }).toBe("completed");
+    await sleep(50);
+    expect(heard).toHaveLength(1);
+  });
+});
+
+describe("lost claims interrupt exactly the job they name", () => {
+  it("a fenced renewal interrupts a running handler, logs the lost claim, and writes nothing", async () => {
+    let aborted = false;
+    const long = defineTask({
+      name: "edge-renew",
+      leaseMs: 300,
+      handler: (_payload, { signal }) =>
+        new Promise((_, reject) =>
+          signal.addEventListener("abort", () => {
+            aborted = true;
+            reject(new Error("interrupted"));
+          }),
+        ),
+    });
+    const job = await enqueueJob(db.pool, { type: "edge-renew" });
+    const { outcomes, logs, supervisor } = await startWorker({ connectionString: db.url, tasks: [long] });
+    await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    const { claim_token: token } = await row(db.pool, job.id);
+    await steal(job.id);
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "fenced" });
+    expect(aborted).toBe(true);
+    expect(logs.find((l) => String(l.msg).startsWith("lease renewal fenced"))).toMatchObject({
+      level: 40,
+      job_id: job.id,
+      task: "edge-renew",
+      claim_token: token,
+      msg: `lease renewal fenced: job ${job.id} (claim ${token}) was reclaimed; interrupting its handler`,
+    });
+    expect(await row(db.pool, job.id)).toMatchObject({ status: "processing", attempts: 1 });
+  });
+
+  it("a fenced progress write interrupts its own job, and the job beside it completes", async () => {
+    const gates = new Map<number, () => void>();
+    const task = defineTask({
+      name: "edge-progress",
+      handler: async (payload: { n: number }, { reportProgress, signal }) => {
+        await new Promise<void>((resolve) => gates.set(payload.n, resolve));
+        await reportProgress({ n: payload.n });
+        signal.throwIfAborted();
+        return payload.n;
+      },
+    });
+    const [a, b] = await enqueueJobs(db.pool, [{ type: "edge-progress", payload: { n: 1 } }, { type: "edge-progress", payload: { n: 2 } }]);
+    const { outcomes } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(() => gates.size, { timeout: 5_000 }).toBe(2);
+    await steal(a!.id);
+    gates.get(1)!();
+    await expect.poll(() => outcomes.find((o) => o.id === a!.id), { timeout: 5_000 }).toMatchObject({ outcome: "fenced" });
+    gates.get(2)!();
+    await expect.poll(() => outcomes.find((o) => o.id === b!.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+  });
+});
+
+describe("configuration reaching the runtime", () => {
+  it("runs in its own schema end to end when asked to migrate: claim, renewal and sweep", async () => {
+    const schema = "edge_schema";
+    const slow = defineTask({ name: "edge-slow", leaseMs: 300, handler: async () => {
+      await sleep(700); // two renewals, in this schema
+      return "slow";
+    } });
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [slow], schema, migrate: true });
+    await migrate(db.pool, { schema }); // already applied by the worker: nothing to do
+    const job = await enqueueJob(db.pool, { type: "edge-slow" }, { schema });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    // A claim lost by another worker in this schema is swept back and run.
+    await supervisor.stop();
+    await enqueueJob(db.pool, { type: "edge-slow" }, { schema });
+    const [lost] = await claimJobs(db.pool, "gone", [want("edge-slow", { leaseMs: 1 })], { schema });
+    const second = await startWorker({ connectionString: db.url, tasks: [slow], schema });
+    await expect.poll(() => second.outcomes.find((o) => o.id === lost!.id), { timeout: 10_000 }).toMatchObject({ outcome: "completed" });
+  });
+
+  it("does not migrate unless asked", async () => {
+    const task = defineTask({ name: "edge-nomigrate", handler: async () => undefined });
+    const { logs } = await startWorker({ connectionString: db.url, tasks: [task], schema: "edge_unmigrated" });
+    await expect.poll(() => logs.some((l) => String(l.msg).startsWith("poll failed")), { timeout: 5_000 }).toBe(true);
+    const { rows } = await db.pool.query("SELECT 1 FROM information_schema.schemata WHERE schema_name = 'edge_unmigrated'");
+    expect(rows).toEqual([]);
+  });
+
+  it("with LISTEN off, waits for the poll interval", async () => {
+    const task = defineTask({ name: "edge-nolisten", handler: async () => undefined });
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [task], listen: false, pollIntervalMs: 60_000 });
+    await expect.poll(() => supervisor.stats().lastPollAt, { timeout: 5_000 }).not.toBeNull();
+    await sleep(300);
+    const job = await enqueueJob(db.pool, { type: "edge-nolisten" });
+    await sleep(500);
+    expect(outcomes.find((o) => o.id === job.id)).toBeUndefined();
+    expect(await row(db.pool, job.id)).toMatchObject({ status: "pending" });
+  });
+
+  it("runs on when its health port is taken, and says so", async () => {
+    const taken: Server = await new Promise((resolve) => {
+      const s = createServer().listen(0, "127.0.0.1", () => resolve(s));
+    });
+    try {
+      const port = (taken.address() as { port: number }).port;
+      const task = defineTask({ name: "edge-port", handler: async () => "ok" });
+      const { logs, outcomes } = await startWorker({ connectionString: db.url, tasks: [task], health: { port, host: "127.0.0.1" } });
+      await expect.poll(() => logs.find((l) => l.msg === "health server failed; the worker runs on without it"), { timeout: 5_000 }).toMatchObject({ level: 50, port });
+      const job = await enqueueJob(db.pool, { type: "edge-port" });
+      await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    } finally {
+      await new Promise((r) => taken.close(r));
+    }
+  });
+
+  it("hands the inspection hook to every job machine", async () => {
+    const seen = new Set<string>();
+    const task = defineTask({ name: "edge-inspect", handler: async () => "ok" });
+    const job = await enqueueJob(db.pool, { type: "edge-inspect" });
+    const { outcomes } = await startWorker({
+      connectionString: db.url,
+      tasks: [task],
+      inspect: (event) => {
+        const e = event as { type: string; snapshot?: { value?: unknown }; actorRef?: { logic?: { id?: string } } };
+        if (e.type === "@xstate.snapshot" && e.actorRef?.logic?.id === "job") seen.add(String(e.snapshot?.value));
+      },
+    });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    expect([...seen]).toEqual(expect.arrayContaining(["running", "completing", "done"]));
+  });
+
+  it("takes turns between tasks when one slot is all there is", async () => {
+    const order: string[] = [];
+    const a = defineTask({ name: "edge-a", handler: async () => void order.push("a") });
+    const b = defineTask({ name: "edge-b", handler: async () => void order.push("b") });
+    await enqueueJobs(db.pool, [...Array.from({ length: 3 }, () => ({ type: "edge-a" })), ...Array.from({ length: 3 }, () => ({ type: "edge-b" }))]);
+    const { outcomes } = await startWorker({ connectionString: db.url, tasks: [a, b], concurrency: 1 });
+    await expect.poll(() => outcomes.length, { timeout: 5_000 }).toBe(6);
+    expect(order).toEqual(["a", "b", "a", "b", "a", "b"]);
+  });
+});
