@@ -148,8 +148,9 @@ export class Supervisor {
       const actor = this.actor;
       if (actor) {
         actor.send({ type: "STOP" });
-        // force() may have been called before this drain reached the machine.
-        if (this.forced) actor.send({ type: "FORCE" });
+        // force() may have been called before this drain reached the machine (an idle worker's
+        // machine has already stopped: nothing to force).
+        if (this.forced && actor.getSnapshot().status === "active") actor.send({ type: "FORCE" });
         await waitFor(actor, (snapshot) => snapshot.status === "done");
       }
       if (this.healthFiber) await Effect.runPromise(Fiber.interrupt(this.healthFiber));
