@@ -10,10 +10,15 @@ export const workerLayer = (options: SupervisorOptions): Layer.Layer<PicketWorke
   Layer.effect(
     PicketWorker,
     Effect.acquireRelease(
-      Effect.tryPromise(async () => {
-        const supervisor = createSupervisor(options);
-        await supervisor.start();
-        return supervisor;
+      // The Layer fails with start()'s own error (a bad DATABASE_URL, a missing database), whose
+      // message says what to do, rather than Effect's generic wrapper around it.
+      Effect.tryPromise({
+        try: async () => {
+          const supervisor = createSupervisor(options);
+          await supervisor.start();
+          return supervisor;
+        },
+        catch: (error) => error,
       }),
       (supervisor) => Effect.promise(() => supervisor.stop()),
     ),

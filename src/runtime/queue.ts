@@ -30,7 +30,7 @@ export const createQueue = (options: { pool: pg.Pool | Queryable; tasks?: readon
     }
     return { type, payload, ...(known ? { maxAttempts: known.maxAttempts } : {}), ...rest };
   };
-  const schemaOption = options.schema === undefined ? {} : { schema: options.schema };
+  const schemaOption = { schema: options.schema };
   return {
     async enqueue(task, payload, { client, ...rest } = {}) {
       const [job] = await enqueueJobs(client ?? options.pool, [await toSpec(task as Task | string, payload, rest)], schemaOption);
