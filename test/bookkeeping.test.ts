@@ -15,6 +15,7 @@ describe("bookkeeping is not the work", () => {
     try {
       const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task], sweepIntervalMs: 50 });
       await expect.poll(() => logs.filter((l) => l.loop === "sweep" && l.level === 50).length, { timeout: 5_000 }).toBeGreaterThan(1);
+      expect(logs.find((l) => l.loop === "sweep")!.msg).toBe("sweep failed; it will run again");
       const job = await enqueueJob(db.pool, { type: "during-broken-sweep" });
       await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
     } finally {

@@ -1,0 +1,129 @@
+// Runtime edges found by mutation testing: LISTEN reconnecting after its connection is killed, a
+// write that keeps failing transiently giving up at the lease, the health server's own logging,
+// what a failed progress write does, schema validators' messages, the pool's size, and the bare
+// machines' refusal to run actors the runtime did not provide.
+import { createActor, waitFor } from "xstate";
+import { describe, expect, it } from "vitest";
+import { enqueueJob, openPool } from "../src/db/index.ts";
+import { jobMachine } from "../src/machines/job-machine.ts";
+import { supervisorMachine } from "../src/machines/supervisor-machine.ts";
+import { checkPayload, defineTask, type StandardSchema } from "../src/runtime/task.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { claimed, row } from "./support/factory.ts";
+import { startWorker } from "./support/worker.ts";
+
+const db = useTestDatabase();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("runtime edges", () => {
+  it("reconnects LISTEN after its connection is killed, and NOTIFY wakes the worker again", async () => {
+    const task = defineTask({ name: "edge-relisten", handler: async () => "ok" });
+    const { logs, outcomes, supervisor } = await startWorker({ connectionString: `${db.url}?application_name=edge-relisten`, tasks: [task], pollIntervalMs: 60_000 });
+    await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 5_000 }).toBe(true);
+    await db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'edge-relisten' AND query LIKE 'LISTEN%'");
+    await expect.poll(() => logs.find((l) => l.msg === "LISTEN connection lost; polling continues while it reconnects"), { timeout: 5_000 }).toMatchObject({ level: 40 });
+    await expect.poll(() => logs.filter((l) => l.msg === "listening for new jobs").length, { timeout: 5_000 }).toBe(2);
+    const before = supervisor.stats().lastPollAt!.getTime();
+    const job = await enqueueJob(db.pool, { type: "edge-relisten" });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    expect(supervisor.stats().lastPollAt!.getTime()).toBeGreaterThan(before);
+    expect(logs.filter((l) => l.msg === "LISTEN connection lost; polling continues while it reconnects")).toHaveLength(1);
+  });
+
+  it("stops retrying a write that keeps failing transiently once the lease has passed, and leaves the job to the sweep", async () => {
+    await db.pool.query(`
+      CREATE FUNCTION picket.always_busy() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'busy, try again' USING ERRCODE = '40001'; END $$;
+      CREATE TRIGGER always_busy BEFORE UPDATE ON picket.jobs
+        FOR EACH ROW WHEN (NEW.status = 'completed' AND NEW.type = 'edge-busy') EXECUTE FUNCTION picket.always_busy();`);
+    const task = defineTask({ name: "edge-busy", leaseMs: 300, handler: async () => "ok" });
+    const job = await enqueueJob(db.pool, { type: "edge-busy" });
+    const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task], sweepIntervalMs: 60_000 });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "abandoned" });
+    expect(logs.find((l) => String(l.msg).startsWith("could not record the outcome (completed)"))).toMatchObject({ level: 50, write_error: "busy, try again" });
+    expect(await row(db.pool, job.id)).toMatchObject({ status: "processing" });
+  });
+
+  it("keeps a job going when its progress cannot be written, and says so", async () => {
+    await db.pool.query(`
+      CREATE FUNCTION picket.refuse_progress() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'progress refused by test'; END $$;
+      CREATE TRIGGER refuse_progress BEFORE UPDATE ON picket.jobs
+        FOR EACH ROW WHEN (NEW.progress IS NOT NULL AND NEW.type = 'edge-progress-fail') EXECUTE FUNCTION picket.refuse_progress();`);
+    const task = defineTask({
+      name: "edge-progress-fail",
+      handler: async (_p, { reportProgress }) => {
+        await reportProgress({ step: 1 });
+        return "done anyway";
+      },
+    });
+    const job = await enqueueJob(db.pool, { type: "edge-progress-fail" });
+    const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    expect(logs.find((l) => l.msg === "progress write failed; the job goes on")).toMatchObject({ level: 40, job_id: job.id, err: expect.objectContaining({ message: "progress refused by test" }) });
+  });
+
+  it("logs the health server's start at debug under component health, and not each request", async () => {
+    const task = defineTask({ name: "edge-health-logs", handler: async () => undefined });
+    const { logs, supervisor } = await startWorker({ connectionString: db.url, tasks: [task], health: { port: 0, host: "127.0.0.1" } });
+    await expect.poll(() => logs.filter((l) => l.component === "health").length, { timeout: 5_000 }).toBeGreaterThan(0);
+    expect(logs.filter((l) => l.component === "health").every((l) => l.level === 20)).toBe(true);
+    const started = logs.find((l) => l.component === "health")!;
+    const port = Number(/:(\d+)/.exec(String(started.msg))?.[1]);
+    expect(port).toBeGreaterThan(0);
+    const count = logs.filter((l) => l.component === "health").length;
+    for (let i = 0; i < 3; i++) expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+    expect(logs.filter((l) => l.component === "health")).toHaveLength(count);
+    await supervisor.stop();
+  });
+
+  it("renders a Standard Schema's issues with their paths, and an Effect Schema's failure message", async () => {
+    const validator: StandardSchema = {
+      "~standard": {
+        version: 1,
+        vendor: "test",
+        validate: () => ({ issues: [{ message: "must be text", path: [{ key: "user" }, "name"] }, { message: "too many keys" }, { message: "odd", path: [] }] }),
+      },
+    };
+    const task = defineTask({ name: "edge-std", schema: validator, handler: async () => undefined });
+    await expect(checkPayload(task, {})).rejects.toThrow(new Error("must be text at user.name; too many keys; odd"));
+    const ok = defineTask({ name: "edge-std-ok", schema: { "~standard": { version: 1, vendor: "t", validate: (v: unknown) => ({ value: v }) } }, handler: async () => undefined });
+    await expect(checkPayload(ok, { a: 1 })).resolves.toBeUndefined();
+    const { Schema } = await import("effect");
+    const effectTask = defineTask({ name: "edge-effect-schema", schema: Schema.Struct({ n: Schema.Number }), handler: async () => undefined });
+    await expect(checkPayload(effectTask as never, { n: "x" })).rejects.toThrow(/Expected number/);
+  });
+
+  it("opens a pool of ten connections by default, or the size asked for", async () => {
+    const pool = await openPool({ connectionString: db.url });
+    const small = await openPool({ connectionString: db.url, max: 3 });
+    try {
+      expect(pool.options.max).toBe(10);
+      expect(small.options.max).toBe(3);
+    } finally {
+      await Promise.all([pool.end(), small.end()]);
+    }
+  });
+});
+
+describe("bare machines", () => {
+  it("the job machine without the runtime's actors fails its handler and its write, and ends abandoned", async () => {
+    const [job] = await claimed(db.pool, "bare");
+    const actor = createActor(jobMachine, { input: { job: job!, hasHandler: true, hasSchema: false, timeoutMs: 5_000 } });
+    actor.start();
+    const done = await waitFor(actor, (s) => s.status === "done", { timeout: 2_000 });
+    expect(done.output).toMatchObject({ outcome: "abandoned", error: { kind: "error", message: 'picket: the runtime did not provide the "runHandler" actor' } });
+    expect(done.context.writeError).toBe('picket: the runtime did not provide the "writeFailure" actor');
+  });
+
+  it("the supervisor machine without the runtime's poll reports the failure and waits", async () => {
+    const errors: unknown[] = [];
+    const machine = supervisorMachine.provide({ actions: { reportPollError: ({ event }) => void errors.push((event as { error?: unknown }).error) } });
+    const actor = createActor(machine, { input: { pollIntervalMs: 60_000, drainTimeoutMs: 1_000 } });
+    actor.start();
+    await waitFor(actor, (s) => s.matches({ running: "waiting" }), { timeout: 2_000 });
+    expect(errors).toEqual([new Error('picket: the runtime did not provide the "poll" actor')]);
+    actor.stop();
+    await sleep(0);
+  });
+});
