@@ -32,11 +32,19 @@ const interleaved = (hooks: { beforeLookup?: () => Promise<unknown>; beforeReins
 const finishHolder = (key: string) => db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() WHERE key = $1 AND status = 'pending'", [key]);
 
 describe("dedupe keys under a race", () => {
+  it("returns the live holder of a key after one lookup, with no second INSERT", async () => {
+    const holder = await enqueueJob(db.pool, { type: "race", key: "k0" });
+    const counting = interleaved({});
+    const [same] = await enqueueJobs(counting.db, [{ type: "race", key: "k0" }]);
+    expect(same!.id).toBe(holder.id);
+    expect([counting.inserts(), counting.lookups()]).toEqual([1, 1]);
+  });
+
   it("inserts again when the holder finished between the INSERT and the lookup, and returns the new job", async () => {
     const holder = await enqueueJob(db.pool, { type: "race", key: "k1" });
     const racing = interleaved({ beforeLookup: () => finishHolder("k1") });
     const [fresh, plain] = await enqueueJobs(racing.db, [{ type: "race", key: "k1", payload: { n: 2 } }, { type: "race" }]);
-    expect(racing.lookups()).toBe(1);
+    expect([racing.inserts(), racing.lookups()]).toEqual([2, 1]);
     expect(fresh).toMatchObject({ key: "k1", status: "pending", payload: { n: 2 } });
     expect(fresh!.id).not.toBe(holder.id);
     expect(plain).toMatchObject({ key: null, status: "pending" });
