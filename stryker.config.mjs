@@ -21,8 +21,8 @@ export default {
   // three on this 2-core machine. They are reported as ignored; the machines' transitions are
   // held by the model-based tests' coverage check instead (docs/mutation.md).
   ignoreStatic: true,
-  concurrency: 2,
-  timeoutMS: 20000,
+  concurrency: 3,
+  timeoutMS: 5000,
   timeoutFactor: 2,
   reporters: ["clear-text", "progress", "html", "json"],
   htmlReporter: { fileName: "reports/mutation/index.html" },
