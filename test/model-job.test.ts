@@ -134,13 +134,25 @@ const scriptOf = (path: ModelPath): Script => {
 };
 
 /** Another worker takes the claim over: the lease runs out, the sweep requeues, a thief claims. */
+// One transaction: a row read concurrently (the per-state checks) sees the claim either still ours
+// or already the thief's, never the requeued row in between (a flake Stryker's load exposed).
 const steal = async (pool: pg.Pool, job: ClaimedJob): Promise<string> => {
-  await pool.query("UPDATE picket.jobs SET lock_until = now() - interval '1 second' WHERE id = $1", [job.id]);
-  await sweepExpiredClaims(pool, 1000);
-  await pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [job.id]);
-  const [stolen] = await claimJobs(pool, "thief", [want(job.type, { limit: 1 })]);
-  if (stolen?.id !== job.id) throw new Error("steal failed");
-  return stolen.claimToken;
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("UPDATE picket.jobs SET lock_until = now() - interval '1 second' WHERE id = $1", [job.id]);
+    await sweepExpiredClaims(client, 1000);
+    await client.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [job.id]);
+    const [stolen] = await claimJobs(client, "thief", [want(job.type, { limit: 1 })]);
+    if (stolen?.id !== job.id) throw new Error("steal failed");
+    await client.query("COMMIT");
+    return stolen.claimToken;
+  } catch (error) {
+    await client.query("ROLLBACK");
+    throw error;
+  } finally {
+    client.release();
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
