@@ -4,6 +4,7 @@
 // Usage: node bench/peers/latency-graphile.ts --url <database url> [--jobs 200]
 import { parseArgs } from "node:util";
 import { Logger, makeWorkerUtils, run, runMigrations } from "graphile-worker";
+import { percentile, report } from "../lib/db.ts";
 
 const { values } = parseArgs({ options: { url: { type: "string" }, jobs: { type: "string", default: "200" } } });
 const connectionString = values.url!;
@@ -35,6 +36,5 @@ for (let n = 0; n < jobs; n++) {
 await runner.stop();
 await utils.release();
 const sorted = [...latencies].sort((a, b) => a - b);
-const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-process.stdout.write(`BENCH_RESULT ${JSON.stringify({ jobs, p50Ms: at(50), p95Ms: at(95), maxMs: sorted.at(-1) })}\n`);
+report({ jobs, p50Ms: percentile(sorted, 50), p95Ms: percentile(sorted, 95), maxMs: sorted.at(-1) });
 process.exit(0);

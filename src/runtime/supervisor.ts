@@ -125,11 +125,12 @@ export class Supervisor {
       ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
     });
     this.actor.subscribe({ error: (error) => this.logger.fatal({ err: error }, "supervisor machine failed") });
-    if (this.config.health) {
+    const health = this.config.health;
+    if (health) {
       this.healthFiber = Effect.runFork(
-        startHealthServer(this.config.health, () => this.health(), this.logger).pipe(
+        startHealthServer(health, () => this.health(), this.logger).pipe(
           Effect.tapCause((cause) =>
-            Effect.sync(() => this.logger.error({ cause: String(cause), port: this.config.health && this.config.health.port }, "health server failed; the worker runs on without it")),
+            Effect.sync(() => this.logger.error({ cause: String(cause), port: health.port }, "health server failed; the worker runs on without it")),
           ),
         ),
       );
