@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/support/global-setup.ts"],
+    setupFiles: ["test/support/setup-file.ts"],
     // Each file gets its own database cloned from a migrated template, so files run in parallel.
     fileParallelism: true,
     testTimeout: 30_000,

@@ -30,6 +30,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const templateDatabase = `picket_template_${process.pid}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
+  if (server) {
+    // Every connection authenticates with SCRAM, whose client side derives the key with as many
+    // PBKDF2 rounds as the stored password was hashed with (4,096). The suite opens thousands of
+    // connections, so on this throwaway server the password is re-hashed with one round.
+    await admin.query("SET scram_iterations = 1");
+    await admin.query("ALTER ROLE postgres PASSWORD 'picket'");
+  }
   await admin.query(`DROP DATABASE IF EXISTS ${templateDatabase}`);
   await admin.query(`CREATE DATABASE ${templateDatabase}`);
   const template = new pg.Client({ connectionString: withDatabase(adminUrl, templateDatabase) });

@@ -1,6 +1,5 @@
 // Helpers for tests that run a real supervisor against the test database.
 import { Writable } from "node:stream";
-import { afterEach } from "vitest";
 import { createLogger } from "../../src/runtime/logger.ts";
 import { createSupervisor, type Supervisor } from "../../src/runtime/supervisor.ts";
 import type { SupervisorOptions } from "../../src/runtime/config.ts";
@@ -26,15 +25,18 @@ export const captureLogs = () => {
 
 const started: Supervisor[] = [];
 
-// A test must not leave a supervisor running: stop (force) whatever a failed test left behind.
-afterEach(async () => {
+/**
+ * Stops (forcing) every supervisor startWorker started that the test left running, as a failed
+ * test does. Run after each test by test/support/setup-file.ts.
+ */
+export const stopStartedWorkers = async (): Promise<void> => {
   await Promise.all(
     started.splice(0).map(async (s) => {
       s.force();
       await s.stop();
     }),
   );
-});
+};
 
 /** Starts a supervisor with fast test intervals and records every job outcome. */
 export const startWorker = async (options: Partial<SupervisorOptions> & Pick<SupervisorOptions, "tasks">) => {
