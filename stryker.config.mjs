@@ -21,7 +21,7 @@ export default {
   // three on this 2-core machine. They are reported as ignored; the machines' transitions are
   // held by the model-based tests' coverage check instead (docs/mutation.md).
   ignoreStatic: true,
-  concurrency: 3,
+  concurrency: 4,
   timeoutMS: 5000,
   timeoutFactor: 2,
   reporters: ["clear-text", "progress", "html", "json"],

@@ -3,14 +3,24 @@
 // which Stryker's mutant switch never reaches, so they cannot kill a mutant and only cost time.
 import { defineConfig, mergeConfig } from "vitest/config";
 import base from "./vitest.config.ts";
+import FailedThenQuickestFirst from "./test/support/mutation-sequencer.ts";
 
 export default mergeConfig(
   base,
   defineConfig({
     test: {
       exclude: ["test/cli.test.ts", "test/crash.test.ts", "test/chaos.test.ts", "node_modules/**"],
-      // Stryker runs two test runners on the two cores; each runs its files one after another.
+      // Each Stryker test runner runs its files one after another, in one worker whose modules
+      // stay loaded between files and between mutants: re-importing the runtime for every file
+      // of every mutant run cost more than most mutants' tests.
       fileParallelism: false,
+      isolate: false,
+      sequence: { sequencer: FailedThenQuickestFirst },
+      // A mutant that hangs a drain or a retry fails its test here, well before Stryker's own
+      // timeout (twice the covering tests' time plus timeoutMS) would end the whole run. The
+      // slowest test takes under 3 s alone and under 6 s with every runner busy.
+      testTimeout: 10_000,
+      hookTimeout: 15_000,
     },
   }),
 );
