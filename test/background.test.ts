@@ -33,18 +33,19 @@ describe("background work", () => {
   });
 
   it("the sweep logs what it requeued, what went dead, and each lost claim's token and worker", async () => {
-    await enqueueJobs(db.pool, [{ type: "bg-lost", maxAttempts: 1 }, { type: "bg-lost", maxAttempts: 3 }]);
-    const lost = await claimJobs(db.pool, "gone-worker", [want("bg-lost", { limit: 2 })]);
+    // Two requeued and one dead: counts that differ, so each is told from the other.
+    await enqueueJobs(db.pool, [{ type: "bg-lost", maxAttempts: 1 }, { type: "bg-lost", maxAttempts: 3 }, { type: "bg-lost", maxAttempts: 3 }]);
+    const lost = await claimJobs(db.pool, "gone-worker", [want("bg-lost", { limit: 3 })]);
     for (const job of lost) await expireLease(db.pool, job.id);
     const other = defineTask({ name: "bg-other", handler: async () => undefined });
     const { logs } = await startWorker({ connectionString: db.url, tasks: [other] });
     await expect.poll(() => logs.find((l) => l.msg === "sweep reclaimed jobs whose lease expired"), { timeout: 5_000 }).toBeDefined();
     const swept = logs.find((l) => l.msg === "sweep reclaimed jobs whose lease expired")!;
-    expect(swept).toMatchObject({ level: 30, requeued: 1, dead: 1 });
+    expect(swept).toMatchObject({ level: 30, requeued: 2, dead: 1 });
     expect(swept.lost).toEqual(
       expect.arrayContaining(lost.map((job) => ({ job_id: job.id, claim_token: job.claimToken, locked_by: "gone-worker" }))),
     );
-    expect(swept.lost).toHaveLength(2);
+    expect(swept.lost).toHaveLength(3);
   });
 
   it("listens through a caller's pool configured field by field, and wakes only for its own task types", async () => {

@@ -3,6 +3,7 @@
 // fenced renewal or progress write interrupting exactly the job it names, a custom schema end to
 // end, LISTEN off, a health port already taken, the inspection hook, and fairness between tasks.
 import { createServer, type Server } from "node:net";
+import pg from "pg";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { claimJobs, enqueueJob, enqueueJobs, migrate } from "../src/db/index.ts";
 import { createSupervisor } from "../src/runtime/supervisor.ts";
@@ -77,6 +78,15 @@ describe("the health report", () => {
 });
 
 describe("stopping", () => {
+  it("takes force() before start() without throwing, and stops without having run", async () => {
+    const logs = captureLogs();
+    const task = defineTask({ name: "edge-force-early", handler: async () => undefined });
+    const supervisor = createSupervisor({ connectionString: db.url, tasks: [task], logger: logs.logger });
+    expect(() => supervisor.force()).not.toThrow();
+    await supervisor.stop();
+    expect(logs.lines.map((l) => l.msg)).toEqual(["worker stopped"]);
+  });
+
   it("resolves stop() on a supervisor that never started", async () => {
     const logs = captureLogs();
     const task = defineTask({ name: "edge-never", handler: async () => undefined });
@@ -123,6 +133,35 @@ describe("stopping", () => {
     await stopping;
     expect(Date.now() - forcedAt).toBeLessThan(5_000);
     expect(outcomes).toEqual([expect.objectContaining({ id: job.id, outcome: "released" })]);
+  });
+});
+
+describe("the health report's database check", () => {
+  it("reports the database unreachable when its query fails, and when it does not answer within 2 s", async () => {
+    const task = defineTask({ name: "edge-dbcheck", handler: async () => undefined });
+    const real = new pg.Pool({ connectionString: db.url });
+    real.on("error", () => undefined);
+    let check: "fail" | "hang" | "answer" = "answer";
+    // The worker's own statements go through; only the health check's SELECT 1 is made to fail or hang.
+    const pool = Object.create(real) as pg.Pool;
+    (pool as { query: unknown }).query = (...args: unknown[]) => {
+      if (args[0] === "SELECT 1" && check === "fail") return Promise.reject(new Error("connection refused"));
+      if (args[0] === "SELECT 1" && check === "hang") return new Promise(() => undefined);
+      return (real.query as (...a: unknown[]) => unknown)(...args);
+    };
+    try {
+      const { supervisor } = await startWorker({ pool, tasks: [task] });
+      expect(await supervisor.health()).toMatchObject({ healthy: true, databaseReachable: true });
+      check = "fail";
+      expect(await supervisor.health()).toMatchObject({ healthy: false, databaseReachable: false });
+      check = "hang";
+      const t0 = Date.now();
+      expect(await supervisor.health()).toMatchObject({ healthy: false, databaseReachable: false });
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(1_900);
+      await supervisor.stop();
+    } finally {
+      await real.end();
+    }
   });
 });
 
@@ -181,6 +220,28 @@ describe("lost claims interrupt exactly the job they name", () => {
     expect(await row(db.pool, job.id)).toMatchObject({ status: "processing", attempts: 1 });
   });
 
+  it("a fenced renewal interrupts a job still checking its payload, before its handler runs", async () => {
+    let ran = false;
+    let validating: () => void = () => undefined;
+    const isValidating = new Promise<void>((resolve) => (validating = resolve));
+    // A validator that answers only after several renewals: the claim is lost while it works.
+    const schema = {
+      "~standard": {
+        version: 1 as const,
+        vendor: "test",
+        validate: (value: unknown) => (validating(), sleep(1_000).then(() => ({ value }))),
+      },
+    };
+    const task = defineTask({ name: "edge-renew-check", leaseMs: 300, schema, handler: async () => void (ran = true) });
+    const job = await enqueueJob(db.pool, { type: "edge-renew-check" });
+    const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await isValidating;
+    await steal(job.id);
+    await expect.poll(() => logs.find((l) => String(l.msg).startsWith("lease renewal fenced")), { timeout: 5_000 }).toMatchObject({ job_id: job.id });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "fenced" });
+    expect(ran).toBe(false);
+  });
+
   it("a fenced progress write interrupts its own job, and the job beside it completes", async () => {
     const gates = new Map<number, () => void>();
     const task = defineTask({
@@ -203,6 +264,62 @@ describe("lost claims interrupt exactly the job they name", () => {
   });
 });
 
+describe("background failures are logged by name", () => {
+  // A caller's pool whose statements of one kind fail: the loop that runs them must say which it is.
+  const failing = (fails: (text: string, name: string) => boolean) => {
+    const real = new pg.Pool({ connectionString: db.url });
+    real.on("error", () => undefined);
+    const pool = Object.create(real) as pg.Pool;
+    (pool as { query: unknown }).query = (...args: unknown[]) => {
+      const q = args[0] as string | { text: string; name?: string };
+      const [text, name] = typeof q === "string" ? [q, ""] : [q.text, q.name ?? ""];
+      if (fails(text, name)) return Promise.reject(new Error("refused by test"));
+      return (real.query as (...a: unknown[]) => unknown)(...args);
+    };
+    return { pool, end: () => real.end() };
+  };
+
+  it("a failing lease renewal", async () => {
+    const { pool, end } = failing((_text, name) => name.startsWith("picket_renew"));
+    try {
+      const task = defineTask({ name: "edge-renew-fails", leaseMs: 300, handler: () => sleep(400) });
+      await enqueueJob(db.pool, { type: "edge-renew-fails" });
+      const { logs } = await startWorker({ pool, tasks: [task] });
+      await expect.poll(() => logs.find((l) => l.loop === "lease renewal"), { timeout: 5_000 }).toMatchObject({
+        level: 50,
+        msg: "lease renewal failed; it will run again",
+      });
+    } finally {
+      await end();
+    }
+  });
+
+  it("a failing retention run", async () => {
+    const { pool, end } = failing((text) => text.includes("DELETE FROM"));
+    try {
+      const task = defineTask({ name: "edge-retention-fails", handler: async () => undefined });
+      const { logs } = await startWorker({ pool, tasks: [task], retention: { olderThanMs: 0, intervalMs: 60_000 } });
+      await expect.poll(() => logs.find((l) => l.loop === "retention"), { timeout: 5_000 }).toMatchObject({
+        level: 50,
+        msg: "retention failed; it will run again",
+      });
+    } finally {
+      await end();
+    }
+  });
+
+  it("an idle connection of the worker's own pool that the server closes", async () => {
+    const task = defineTask({ name: "edge-idle", handler: async () => undefined });
+    const { supervisor, logs } = await startWorker({ connectionString: `${db.url}?application_name=edge-idle`, tasks: [task] });
+    await expect.poll(() => supervisor.stats().lastPollAt, { timeout: 5_000 }).not.toBeNull();
+    await db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'edge-idle' AND state = 'idle'");
+    await expect.poll(() => logs.find((l) => l.msg === "idle database connection failed; the pool replaces it"), { timeout: 5_000 }).toMatchObject({
+      level: 40,
+      err: expect.objectContaining({ message: expect.stringContaining("terminat") }),
+    });
+  });
+});
+
 describe("configuration reaching the runtime", () => {
   it("runs in its own schema end to end when asked to migrate: claim, renewal and sweep", async () => {
     const schema = "edge_schema";
@@ -211,7 +328,9 @@ describe("configuration reaching the runtime", () => {
       return "slow";
     } });
     const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [slow], schema, migrate: true });
-    await migrate(db.pool, { schema }); // already applied by the worker: nothing to do
+    // The worker created the schema itself (the test's own migrate below must find nothing to do).
+    expect((await db.pool.query("SELECT to_regclass('edge_schema.jobs') IS NOT NULL AS made")).rows[0].made).toBe(true);
+    await migrate(db.pool, { schema });
     const job = await enqueueJob(db.pool, { type: "edge-slow" }, { schema });
     await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
     // A claim lost by another worker in this schema is swept back and run.
@@ -220,6 +339,42 @@ describe("configuration reaching the runtime", () => {
     const [lost] = await claimJobs(db.pool, "gone", [want("edge-slow", { leaseMs: 1 })], { schema });
     const second = await startWorker({ connectionString: db.url, tasks: [slow], schema });
     await expect.poll(() => second.outcomes.find((o) => o.id === lost!.id), { timeout: 10_000 }).toMatchObject({ outcome: "completed" });
+  });
+
+  it("runs retention in its own schema", async () => {
+    const schema = "edge_retention";
+    const task = defineTask({ name: "edge-ret", handler: async () => undefined });
+    await migrate(db.pool, { schema });
+    const old = await enqueueJob(db.pool, { type: "edge-ret" }, { schema });
+    await db.pool.query(`UPDATE ${schema}.jobs SET status = 'completed', finished_at = now() - interval '2 days' WHERE id = $1`, [old.id]);
+    const { logs } = await startWorker({ connectionString: db.url, tasks: [task], schema, retention: { olderThanMs: 86_400_000, intervalMs: 60_000 } });
+    await expect.poll(() => logs.find((l) => l.msg === "retention deleted old finished jobs"), { timeout: 5_000 }).toMatchObject({ deleted: 1 });
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs`)).rows[0].n).toBe(0);
+  });
+
+  it("listens through a caller's pool made from a connection string", async () => {
+    const pool = new pg.Pool({ connectionString: db.url });
+    try {
+      const task = defineTask({ name: "edge-pool-url", handler: async () => "ok" });
+      // A minute between polls: only a NOTIFY can start the job within the test.
+      const { supervisor, outcomes, logs } = await startWorker({ pool, tasks: [task], pollIntervalMs: 60_000 });
+      await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 5_000 }).toBe(true);
+      const job = await enqueueJob(db.pool, { type: "edge-pool-url" });
+      await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+      await supervisor.stop();
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("starts no health server unless asked, and logs no error on a quiet run", async () => {
+    const task = defineTask({ name: "edge-nohealth", handler: async () => undefined });
+    const { supervisor, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(() => supervisor.stats().lastPollAt, { timeout: 5_000 }).not.toBeNull();
+    await sleep(100);
+    await supervisor.stop();
+    // A health server says where it listens (component "health"); none may have started.
+    expect(logs.filter((l) => l.level >= 50 || l.component === "health")).toEqual([]);
   });
 
   it("does not migrate unless asked", async () => {

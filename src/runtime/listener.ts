@@ -6,14 +6,14 @@ import { notifyChannel } from "../db/index.ts";
 import type { Logger } from "./logger.ts";
 
 export const listenForJobs = (
-  connectionString: string,
+  connection: pg.ClientConfig,
   schema: string,
   onNotify: (types: string[]) => void,
   logger: Logger,
 ): Effect.Effect<never> => {
   // One connection's lifetime: resolves (as a failure) when the connection is lost.
   const session = Effect.callback<never, Error>((resume) => {
-    const client = new pg.Client({ connectionString });
+    const client = new pg.Client(connection);
     let closed = false;
     const lost = (error: Error) => {
       if (closed) return;

@@ -192,16 +192,11 @@ export class Supervisor {
     const now = Date.now();
     const pollStuck = this.pollStartedAt !== null && now - this.pollStartedAt > stalePollMs;
     const pollStale = this.stopping === undefined && this.lastPollAt !== null && now - this.lastPollAt > stalePollMs + this.config.pollIntervalMs;
-    let databaseReachable = false;
-    try {
-      await Promise.race([
-        this.pool!.query("SELECT 1"),
-        new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 2_000).unref()),
-      ]);
-      databaseReachable = true;
-    } catch {
-      databaseReachable = false;
-    }
+    // Unreachable when the check fails, or does not answer within 2 s (a connection that hangs).
+    const databaseReachable = await Promise.race([
+      this.pool!.query("SELECT 1").then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 2_000).unref()),
+    ]).catch(() => false);
     const stats = this.stats();
     return {
       healthy: databaseReachable && !pollStuck && !pollStale,
@@ -337,21 +332,13 @@ export class Supervisor {
       loops.push(loop("retention", intervalMs, retention, logger));
     }
     if (config.listen) {
-      const connectionString = this.options.connectionString ?? connectionStringOf(pool);
       const ours = new Set(this.tasks.keys());
-      loops.push(listenForJobs(connectionString, schema, (types) => types.some((t) => ours.has(t)) && send({ type: "WAKE" }), logger));
+      // The LISTEN connection takes the pool's own settings (a caller's host, credentials, TLS).
+      loops.push(listenForJobs(pool.options, schema, (types) => types.some((t) => ours.has(t)) && send({ type: "WAKE" }), logger));
     }
     return Effect.all(loops, { concurrency: "unbounded", discard: true });
   }
 }
-
-/** The connection settings of a caller's pool, for the LISTEN connection. */
-const connectionStringOf = (pool: pg.Pool): string => {
-  const o = pool.options as pg.PoolConfig;
-  if (o.connectionString) return o.connectionString;
-  const auth = o.user ? `${encodeURIComponent(o.user)}${o.password ? `:${encodeURIComponent(String(o.password))}` : ""}@` : "";
-  return `postgres://${auth}${o.host ?? "localhost"}:${o.port ?? 5432}/${o.database ?? ""}`;
-};
 
 /** Creates a supervisor; call start() to run it and stop() to drain it. */
 export const createSupervisor = (options: SupervisorOptions): Supervisor => new Supervisor(options);
