@@ -184,6 +184,10 @@ describe("task definitions", () => {
       new InvalidConfigError('picket: task "t": backoff.maxMs (500) is below backoff.baseMs (501).'),
     );
     expect(() => defineTask({ name: "t", handler, backoff: { maxMs: 999 } })).toThrow("backoff.maxMs (999) is below backoff.baseMs (1000)");
+    expect(() => defineTask({ name: "t", handler, backoff: { maxMs: -1 } })).toThrow(
+      new InvalidConfigError('picket: task "t": backoff.maxMs must be an integer from 0 to 2147483647 (got -1).'),
+    );
+    expect(() => defineTask(undefined as never)).toThrow(new InvalidConfigError("picket: task type must be a non-empty string (got undefined)."));
     expect(() => defineTask({ name: "t", handler, backoff: { baseMs: -1 } })).toThrow('task "t": backoff.baseMs');
   });
 

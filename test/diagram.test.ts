@@ -59,6 +59,29 @@ describe("machine diagrams", () => {
     expect(machineTransitions(jobMachine)).toHaveLength(28);
   });
 
+  it("draws final states inside nested states, a machine without an initial state, and an inline guard by its name", () => {
+    const isReady = () => true;
+    const nested = createMachine({
+      id: "nested",
+      initial: "outer",
+      states: {
+        outer: {
+          initial: "inner",
+          states: { inner: { on: { GO: { target: "end", guard: isReady } } }, end: { type: "final" } },
+        },
+      },
+    });
+    expect(machineMermaid(nested).split("\n")).toEqual([
+      "stateDiagram-v2",
+      "  [*] --> outer",
+      "  outer_end --> [*]",
+      "  outer_inner --> outer_end : GO [isReady]",
+      "",
+    ]);
+    const parallel = createMachine({ id: "both", type: "parallel", states: { a: {}, b: {} } });
+    expect(machineMermaid(parallel)).toBe("stateDiagram-v2\n");
+  });
+
   it("keys each transition row by source, event, guard and target; a targetless transition stays in its state", () => {
     const machine = createMachine({
       id: "m",

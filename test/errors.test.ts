@@ -77,6 +77,8 @@ describe("schema names", () => {
       );
     }
     expect(() => checkSchemaName(42 as never)).toThrow(InvalidConfigError);
+    // Not a string, though it reads as a valid name once a regex coerces it to "null".
+    expect(() => checkSchemaName(null as never)).toThrow(InvalidConfigError);
   });
 
   it("builds a statement's text once per schema, and only for a valid name", () => {

@@ -25,18 +25,26 @@ describe("isolated tasks", () => {
     expect(await row(db.pool, b.id)).toMatchObject({ status: "completed", result: "reported", progress: { step: `picket:picket:${b.id}:one` } });
   });
 
-  it("retries a thrown error, dead-letters a permanent one or a missing export, and fails a thread that exits without answering", async () => {
-    const tasks = [isolated("iso-fails", "fails"), isolated("iso-permanent", "permanent"), isolated("iso-exits", "exits"), isolated("iso-missing", "notAFunction")];
+  it("retries a thrown error, dead-letters a permanent one or a missing export, and fails a thread that exits or crashes without answering", async () => {
+    const tasks = [
+      isolated("iso-fails", "fails"),
+      isolated("iso-permanent", "permanent"),
+      isolated("iso-exits", "exits"),
+      isolated("iso-crashes", "crashes"),
+      isolated("iso-missing", "notAFunction"),
+    ];
     const fails = await enqueueJob(db.pool, { type: "iso-fails", maxAttempts: 2 });
     const permanent = await enqueueJob(db.pool, { type: "iso-permanent", maxAttempts: 2 });
     const exits = await enqueueJob(db.pool, { type: "iso-exits", maxAttempts: 2 });
+    const crashes = await enqueueJob(db.pool, { type: "iso-crashes", maxAttempts: 2 });
     const missing = await enqueueJob(db.pool, { type: "iso-missing", maxAttempts: 2 });
     const { outcomes } = await startWorker({ connectionString: db.url, tasks });
-    await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(4);
+    await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(5);
     const outcome = (id: string) => outcomes.find((o) => o.id === id);
     expect(outcome(fails.id)).toMatchObject({ outcome: "retried", error: "error: isolated boom" });
     expect(outcome(permanent.id)).toMatchObject({ outcome: "dead", error: "permanent: isolated: cannot ever work" });
     expect(outcome(exits.id)).toMatchObject({ outcome: "retried", error: "error: isolated handler's thread exited with code 3" });
+    expect(outcome(crashes.id)).toMatchObject({ outcome: "retried", error: "error: thread crashed" });
     expect(outcome(missing.id)).toMatchObject({ outcome: "dead", error: expect.stringContaining('has no function export "notAFunction"') });
     expect(await row(db.pool, fails.id)).toMatchObject({ status: "pending", attempts: 1, last_error: expect.stringContaining("isolated boom") });
     expect(await row(db.pool, permanent.id)).toMatchObject({ status: "dead", attempts: 1 });

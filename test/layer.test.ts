@@ -32,9 +32,13 @@ describe("embedding through Effect", () => {
     const task = defineTask({ name: "layer-bad", handler: async () => undefined });
     const url = new URL(db.url);
     url.pathname = "/no_such_database_here";
-    await expect(Effect.runPromise(Effect.void.pipe(Effect.provide(workerLayer({ connectionString: url.toString(), tasks: [task] }))))).rejects.toThrow(
-      /picket: cannot connect to PostgreSQL at .*no_such_database_here.*create it, or fix the name in DATABASE_URL/,
+    // Caught by hand: `rejects.toThrow(regex)` also passes for a promise rejected with undefined.
+    const error = await Effect.runPromise(Effect.void.pipe(Effect.provide(workerLayer({ connectionString: url.toString(), tasks: [task] })))).then(
+      () => undefined,
+      (e: unknown) => e,
     );
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toMatch(/picket: cannot connect to PostgreSQL at .*no_such_database_here.*create it, or fix the name in DATABASE_URL/);
   });
 
   it("enqueues into the queue's own schema, with or without task definitions", async () => {

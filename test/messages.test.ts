@@ -41,6 +41,8 @@ describe("job spec messages", () => {
     expect(checkJobSpec({ type: "x".repeat(128) }).type).toHaveLength(128);
     rejects({ type: `${"a b".repeat(30)}` }, `picket: job type "${"a b".repeat(30).slice(0, 60)}…" may contain only letters, digits and _ . : / - (no spaces).`);
     rejects({ type: "a b" }, 'picket: job type "a b" may contain only letters, digits and _ . : / - (no spaces).');
+    // Sixty characters are shown whole; the sixty-first is cut.
+    rejects({ type: "a b".repeat(20) }, `picket: job type "${"a b".repeat(20)}" may contain only letters, digits and _ . : / - (no spaces).`);
   });
 
   it("says which value in a payload JSON would change, and how to send it instead", () => {

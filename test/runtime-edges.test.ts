@@ -21,7 +21,10 @@ describe("runtime edges", () => {
     const { logs, outcomes, supervisor } = await startWorker({ connectionString: `${db.url}?application_name=edge-relisten`, tasks: [task], pollIntervalMs: 60_000 });
     await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 5_000 }).toBe(true);
     await db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'edge-relisten' AND query LIKE 'LISTEN%'");
-    await expect.poll(() => logs.find((l) => l.msg === "LISTEN connection lost; polling continues while it reconnects"), { timeout: 5_000 }).toMatchObject({ level: 40 });
+    await expect.poll(() => logs.find((l) => l.msg === "LISTEN connection lost; polling continues while it reconnects"), { timeout: 5_000 }).toMatchObject({
+      level: 40,
+      err: expect.objectContaining({ message: expect.stringContaining("terminat") }),
+    });
     await expect.poll(() => logs.filter((l) => l.msg === "listening for new jobs").length, { timeout: 5_000 }).toBe(2);
     const before = supervisor.stats().lastPollAt!.getTime();
     const job = await enqueueJob(db.pool, { type: "edge-relisten" });

@@ -206,8 +206,10 @@ describe("defects found by the review, fixed", () => {
       return result;
     };
     await enqueueJob(db.pool, { type: "d2" });
-    const { outcomes, supervisor } = await startWorker({ pool, tasks: [task], drainTimeoutMs: 200 });
+    const { outcomes, supervisor, logs } = await startWorker({ pool, tasks: [task], drainTimeoutMs: 200 });
     await expect.poll(() => outcomes.map((o) => o.outcome), { timeout: 5_000 }).toEqual(["refused"]);
+    const refused = outcomes[0]!.id;
+    expect(logs).toContainEqual(expect.objectContaining({ level: 50, job_id: refused, msg: `job ${refused} has no claim token; refused, never run unfenced` }));
     expect(await within(supervisor.stop(), 3_000)).toBe("resolved");
     await real.end();
   });

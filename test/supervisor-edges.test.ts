@@ -374,7 +374,8 @@ describe("configuration reaching the runtime", () => {
     await sleep(100);
     await supervisor.stop();
     // A health server says where it listens (component "health"); none may have started.
-    expect(logs.filter((l) => l.level >= 50 || l.component === "health")).toEqual([]);
+    // Nor does a sweep that found nothing say so.
+    expect(logs.filter((l) => l.level >= 50 || l.component === "health" || l.msg === "sweep reclaimed jobs whose lease expired")).toEqual([]);
   });
 
   it("does not migrate unless asked", async () => {
@@ -410,6 +411,21 @@ describe("configuration reaching the runtime", () => {
     } finally {
       await new Promise((r) => taken.close(r));
     }
+  });
+
+  it("gives the handler its job, its idempotency key and a key per step", async () => {
+    const task = defineTask({
+      name: "edge-keys",
+      handler: async (_payload, ctx) => ({ job: ctx.job, key: ctx.idempotencyKey, step: ctx.stepKey("charge") }),
+    });
+    const job = await enqueueJob(db.pool, { type: "edge-keys", maxAttempts: 3 });
+    const { outcomes } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    expect((await row(db.pool, job.id)).result).toEqual({
+      job: { id: job.id, task: "edge-keys", attempt: 1, maxAttempts: 3, enqueuedAt: job.createdAt.toISOString() },
+      key: `picket:picket:${job.id}`,
+      step: `picket:picket:${job.id}:charge`,
+    });
   });
 
   it("hands the inspection hook to every job machine", async () => {

@@ -134,7 +134,7 @@ export const checkJobSpec = (spec: JobSpec): CheckedJobSpec => {
     throw new InvalidJobError(`picket: job "${type}": payload is not JSON-serialisable: ${bad}.`);
   }
   const payloadJson = JSON.stringify(payload);
-  const bytes = Buffer.byteLength(payloadJson, "utf8");
+  const bytes = Buffer.byteLength(payloadJson);
   if (bytes > MAX_PAYLOAD_BYTES) {
     throw new InvalidJobError(
       `picket: job "${type}": payload is ${bytes} bytes as JSON; the limit is ${MAX_PAYLOAD_BYTES} bytes (1 MiB). ` +

@@ -68,7 +68,8 @@ export const machineMermaid = (machine: AnyStateMachine): string => {
   const lines = ["stateDiagram-v2"];
   const visitStates = (node: AnyStateNode) => {
     for (const child of Object.values(node.states)) {
-      if (child.parent === machine.root && machine.root.initial?.target.includes(child)) lines.push(`  [*] --> ${mermaidId(child)}`);
+      // Only the root's initial state gets a start arrow (its targets are top-level states).
+      if (machine.root.initial?.target.includes(child)) lines.push(`  [*] --> ${mermaidId(child)}`);
       if (child.type === "final") lines.push(`  ${mermaidId(child)} --> [*]`);
       visitStates(child);
     }

@@ -17,7 +17,7 @@ export interface Queue {
 }
 
 export const createQueue = (options: { pool: pg.Pool | Queryable; tasks?: readonly Task<any, any>[]; schema?: string }): Queue => {
-  const tasks = new Map((options.tasks ?? []).map((t) => [t.name, t as Task]));
+  const tasks = new Map(options.tasks?.map((t) => [t.name, t as Task]));
   const toSpec = async (task: Task | string, payload: unknown, rest: EnqueueOptions): Promise<JobSpec> => {
     const known = typeof task === "string" ? tasks.get(task) : task;
     const type = typeof task === "string" ? task : task.name;
