@@ -27,11 +27,8 @@ export const runHandler = (
           // A handler may return an Effect: run it under the same signal, so it is interrupted too.
           return Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal }) : returned;
         },
-        catch: (error) => {
-          // Effect.runPromise rejects with the Effect's own failure wrapped; unwrap to the user's error.
-          const cause = error instanceof Error && "cause" in error && error.cause !== undefined && (error as { name?: string }).name === "FiberFailure" ? error.cause : error;
-          return toFailure(cause);
-        },
+        // Effect.runPromise rejects with the Effect's own failure (Effect 4 does not wrap it).
+        catch: toFailure,
       });
 
 const WORKER_SCRIPT = new URL(`./isolated-worker${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);

@@ -1,0 +1,30 @@
+// The write batcher on its own: writes made in one turn of the event loop go out together, at
+// most maxBatch to a statement, and each caller gets its own result or the statement's error.
+import { describe, expect, it } from "vitest";
+import type { Claim, FencedResult } from "../src/db/index.ts";
+import { createWriteBatcher } from "../src/runtime/write-batcher.ts";
+
+const claim = (n: number): Claim => ({ id: String(n), token: `token-${n}` });
+const applied = (id: string): FencedResult => ({ id, outcome: "applied", status: "completed", runAt: new Date(0), lockUntil: null });
+
+describe("the write batcher", () => {
+  it("splits one turn's writes into statements of at most maxBatch, in order, each caller getting its own result", async () => {
+    const statements: string[][] = [];
+    const write = createWriteBatcher<Claim>(async (items) => {
+      statements.push(items.map((item) => item.id));
+      return items.map((item): FencedResult => (Number(item.id) % 2 === 0 ? applied(item.id) : { id: item.id, outcome: "fenced" }));
+    }, 2);
+    const results = await Promise.all([1, 2, 3, 4, 5].map((n) => write(claim(n))));
+    expect(statements).toEqual([["1", "2"], ["3", "4"], ["5"]]);
+    expect(results.map((r) => [r.id, r.outcome])).toEqual([["1", "fenced"], ["2", "applied"], ["3", "fenced"], ["4", "applied"], ["5", "fenced"]]);
+  });
+
+  it("fails every write of a failed statement, and only those", async () => {
+    const write = createWriteBatcher<Claim>(async (items) => {
+      if (items.some((item) => item.id === "1")) throw new Error("statement failed");
+      return items.map((item) => applied(item.id));
+    }, 2);
+    const settled = await Promise.allSettled([1, 2, 3].map((n) => write(claim(n))));
+    expect(settled.map((s) => s.status)).toEqual(["rejected", "rejected", "fulfilled"]);
+  });
+});
