@@ -10,17 +10,18 @@ export default mergeConfig(
   defineConfig({
     test: {
       exclude: ["test/cli.test.ts", "test/crash.test.ts", "test/chaos.test.ts", "node_modules/**"],
-      // Each Stryker test runner runs its files one after another, in one worker whose modules
-      // stay loaded between files and between mutants: re-importing the runtime for every file
-      // of every mutant run cost more than most mutants' tests.
+      // Each Stryker test runner runs a mutant's files one after another in one worker whose
+      // modules stay loaded from file to file (each mutant run gets a fresh worker): re-importing
+      // the runtime for every file of every mutant run cost more than most mutants' tests.
       fileParallelism: false,
       isolate: false,
       sequence: { sequencer: FailedThenQuickestFirst },
-      // A mutant that hangs a drain or a retry fails its test here, well before Stryker's own
-      // timeout (twice the covering tests' time plus timeoutMS) would end the whole run. The
-      // slowest test takes under 3 s alone and under 6 s with every runner busy.
-      testTimeout: 10_000,
-      hookTimeout: 15_000,
+      // A mutant that hangs a drain or a retry fails its test here rather than waiting out
+      // Stryker's own timeout (twice the covering tests' time plus timeoutMS), which for a
+      // supervisor mutant covered by most of the suite is close to a minute. Above the longest
+      // wait any test allows itself (10 s polls), so a slow test under load is not a false kill.
+      testTimeout: 20_000,
+      hookTimeout: 20_000,
     },
   }),
 );

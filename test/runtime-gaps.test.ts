@@ -205,13 +205,16 @@ describe("defects found by the review, fixed", () => {
       if (typeof args[0] === "object" && String(args[0].name).startsWith("picket_claim_")) for (const r of result.rows) r.claimToken = null;
       return result;
     };
-    await enqueueJob(db.pool, { type: "d2" });
-    const { outcomes, supervisor, logs } = await startWorker({ pool, tasks: [task], drainTimeoutMs: 200 });
-    await expect.poll(() => outcomes.map((o) => o.outcome), { timeout: 5_000 }).toEqual(["refused"]);
-    const refused = outcomes[0]!.id;
-    expect(logs).toContainEqual(expect.objectContaining({ level: 50, job_id: refused, msg: `job ${refused} has no claim token; refused, never run unfenced` }));
-    expect(await within(supervisor.stop(), 3_000)).toBe("resolved");
-    await real.end();
+    try {
+      await enqueueJob(db.pool, { type: "d2" });
+      const { outcomes, supervisor, logs } = await startWorker({ pool, tasks: [task], drainTimeoutMs: 200 });
+      await expect.poll(() => outcomes.map((o) => o.outcome), { timeout: 5_000 }).toEqual(["refused"]);
+      const refused = outcomes[0]!.id;
+      expect(logs).toContainEqual(expect.objectContaining({ level: 50, job_id: refused, msg: `job ${refused} has no claim token; refused, never run unfenced` }));
+      expect(await within(supervisor.stop(), 3_000)).toBe("resolved");
+    } finally {
+      await real.end();
+    }
   });
 
   it("D3: a task's own concurrency limit does not throttle it to one batch per poll interval", async () => {

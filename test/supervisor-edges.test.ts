@@ -78,6 +78,13 @@ describe("the health report", () => {
 });
 
 describe("stopping", () => {
+  it("reports the database unreachable before start(), without throwing", async () => {
+    const task = defineTask({ name: "edge-health-early", handler: async () => undefined });
+    const supervisor = createSupervisor({ connectionString: db.url, tasks: [task], logger: captureLogs().logger });
+    expect(await supervisor.health()).toMatchObject({ healthy: false, databaseReachable: false });
+    await supervisor.stop();
+  });
+
   it("takes force() before start() without throwing, and stops without having run", async () => {
     const logs = captureLogs();
     const task = defineTask({ name: "edge-force-early", handler: async () => undefined });
@@ -236,7 +243,8 @@ describe("lost claims interrupt exactly the job they name", () => {
     const job = await enqueueJob(db.pool, { type: "edge-renew-check" });
     const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
     await isValidating;
-    await steal(job.id);
+    // Another claim with a long lease: the sweep never hands the job back to this worker.
+    await db.pool.query("UPDATE picket.jobs SET claim_token = gen_random_uuid(), lock_until = now() + interval '1 hour' WHERE id = $1", [job.id]);
     await expect.poll(() => logs.find((l) => String(l.msg).startsWith("lease renewal fenced")), { timeout: 5_000 }).toMatchObject({ job_id: job.id });
     await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "fenced" });
     expect(ran).toBe(false);
@@ -284,11 +292,12 @@ describe("background failures are logged by name", () => {
     try {
       const task = defineTask({ name: "edge-renew-fails", leaseMs: 300, handler: () => sleep(400) });
       await enqueueJob(db.pool, { type: "edge-renew-fails" });
-      const { logs } = await startWorker({ pool, tasks: [task] });
+      const { logs, supervisor } = await startWorker({ pool, tasks: [task] });
       await expect.poll(() => logs.find((l) => l.loop === "lease renewal"), { timeout: 5_000 }).toMatchObject({
         level: 50,
         msg: "lease renewal failed; it will run again",
       });
+      await supervisor.stop(); // before its pool ends: the job's completion still needs it
     } finally {
       await end();
     }
@@ -298,11 +307,12 @@ describe("background failures are logged by name", () => {
     const { pool, end } = failing((text) => text.includes("DELETE FROM"));
     try {
       const task = defineTask({ name: "edge-retention-fails", handler: async () => undefined });
-      const { logs } = await startWorker({ pool, tasks: [task], retention: { olderThanMs: 0, intervalMs: 60_000 } });
+      const { logs, supervisor } = await startWorker({ pool, tasks: [task], retention: { olderThanMs: 0, intervalMs: 60_000 } });
       await expect.poll(() => logs.find((l) => l.loop === "retention"), { timeout: 5_000 }).toMatchObject({
         level: 50,
         msg: "retention failed; it will run again",
       });
+      await supervisor.stop();
     } finally {
       await end();
     }
@@ -310,10 +320,21 @@ describe("background failures are logged by name", () => {
 
   it("an idle connection of the worker's own pool that the server closes", async () => {
     const task = defineTask({ name: "edge-idle", handler: async () => undefined });
-    const { supervisor, logs } = await startWorker({ connectionString: `${db.url}?application_name=edge-idle`, tasks: [task] });
+    // Polls a minute apart and no LISTEN: the pool's connections sit idle between statements.
+    const { supervisor, logs } = await startWorker({ connectionString: `${db.url}?application_name=edge-idle`, tasks: [task], pollIntervalMs: 60_000, listen: false });
     await expect.poll(() => supervisor.stats().lastPollAt, { timeout: 5_000 }).not.toBeNull();
-    await db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'edge-idle' AND state = 'idle'");
-    await expect.poll(() => logs.find((l) => l.msg === "idle database connection failed; the pool replaces it"), { timeout: 5_000 }).toMatchObject({
+    const idleLog = () => logs.find((l) => l.msg === "idle database connection failed; the pool replaces it");
+    await expect
+      .poll(
+        async () => {
+          // A connection caught mid-statement (a renewal, the sweep) fails that statement instead: try again.
+          await db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'edge-idle' AND state = 'idle'");
+          return idleLog();
+        },
+        { timeout: 5_000 },
+      )
+      .toBeDefined();
+    expect(idleLog()).toMatchObject({
       level: 40,
       err: expect.objectContaining({ message: expect.stringContaining("terminat") }),
     });
@@ -367,9 +388,24 @@ describe("configuration reaching the runtime", () => {
     }
   });
 
+  it("listens over the connection string given beside a caller's pool (a pool behind PgBouncer cannot LISTEN)", async () => {
+    const pool = new pg.Pool({ connectionString: `${db.url}?application_name=edge-pooled` });
+    try {
+      const task = defineTask({ name: "edge-listen-direct", handler: async () => "ok" });
+      const { supervisor, logs } = await startWorker({ pool, connectionString: `${db.url}?application_name=edge-direct`, tasks: [task] });
+      await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 5_000 }).toBe(true);
+      const { rows } = await db.pool.query("SELECT application_name FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND application_name LIKE 'edge-%'");
+      expect(rows).toEqual([{ application_name: "edge-direct" }]);
+      await supervisor.stop();
+    } finally {
+      await pool.end();
+    }
+  });
+
   it("starts no health server unless asked, and logs no error on a quiet run", async () => {
     const task = defineTask({ name: "edge-nohealth", handler: async () => undefined });
-    const { supervisor, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
+    // Its own schema: no claim another test left to expire can be swept here.
+    const { supervisor, logs } = await startWorker({ connectionString: db.url, tasks: [task], schema: "edge_quiet", migrate: true });
     await expect.poll(() => supervisor.stats().lastPollAt, { timeout: 5_000 }).not.toBeNull();
     await sleep(100);
     await supervisor.stop();

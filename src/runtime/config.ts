@@ -9,7 +9,10 @@ import type { Task } from "./task.ts";
 export interface SupervisorOptions {
   /** Tasks this worker runs; it claims only their types. */
   tasks: readonly Task<any, any>[];
-  /** A connection string, or `pool`. */
+  /**
+   * A connection string, or `pool`. Given beside `pool`, it is used for the LISTEN connection only
+   * (for a pool behind PgBouncer in transaction mode, which cannot LISTEN).
+   */
   connectionString?: string;
   /** Your own pool; picket will not end it. */
   pool?: pg.Pool;

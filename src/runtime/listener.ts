@@ -29,9 +29,9 @@ export const listenForJobs = (
       .then(() => client.query(`LISTEN "${notifyChannel(schema)}"`))
       .then(() => logger.debug("listening for new jobs"))
       .catch(lost);
-    return Effect.sync(() => {
+    return Effect.promise(async () => {
       closed = true;
-      void client.end().catch(() => undefined);
+      await client.end().catch(() => undefined);
     });
   });
   return session.pipe(

@@ -192,11 +192,15 @@ export class Supervisor {
     const now = Date.now();
     const pollStuck = this.pollStartedAt !== null && now - this.pollStartedAt > stalePollMs;
     const pollStale = this.stopping === undefined && this.lastPollAt !== null && now - this.lastPollAt > stalePollMs + this.config.pollIntervalMs;
-    // Unreachable when the check fails, or does not answer within 2 s (a connection that hangs).
+    // Unreachable when the check fails (no pool yet, or a refused connection), or does not
+    // answer within 2 s (a connection that hangs).
+    const probe = async () => (await this.pool!.query("SELECT 1"), true);
+    let timer: NodeJS.Timeout | undefined;
     const databaseReachable = await Promise.race([
-      this.pool!.query("SELECT 1").then(() => true),
-      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 2_000).unref()),
+      probe(),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 2_000))),
     ]).catch(() => false);
+    clearTimeout(timer);
     const stats = this.stats();
     return {
       healthy: databaseReachable && !pollStuck && !pollStale,
@@ -333,8 +337,10 @@ export class Supervisor {
     }
     if (config.listen) {
       const ours = new Set(this.tasks.keys());
-      // The LISTEN connection takes the pool's own settings (a caller's host, credentials, TLS).
-      loops.push(listenForJobs(pool.options, schema, (types) => types.some((t) => ours.has(t)) && send({ type: "WAKE" }), logger));
+      // A connection string given beside a caller's pool is for LISTEN (a pool behind PgBouncer in
+      // transaction mode cannot LISTEN); otherwise LISTEN takes the pool's own settings.
+      const connection: pg.ClientConfig = this.options.connectionString ? { connectionString: this.options.connectionString } : pool.options;
+      loops.push(listenForJobs(connection, schema, (types) => types.some((t) => ours.has(t)) && send({ type: "WAKE" }), logger));
     }
     return Effect.all(loops, { concurrency: "unbounded", discard: true });
   }

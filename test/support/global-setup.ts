@@ -35,7 +35,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     // PBKDF2 rounds as the stored password was hashed with (4,096). The suite opens thousands of
     // connections, so on this throwaway server the password is re-hashed with one round.
     await admin.query("SET scram_iterations = 1");
-    await admin.query("ALTER ROLE postgres PASSWORD 'picket'");
+    await admin.query(`ALTER ROLE postgres PASSWORD '${decodeURIComponent(new URL(server.url).password)}'`);
   }
   await admin.query(`DROP DATABASE IF EXISTS ${templateDatabase}`);
   await admin.query(`CREATE DATABASE ${templateDatabase}`);
