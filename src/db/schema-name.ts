@@ -18,12 +18,24 @@ export const checkSchemaName = (schema: string): string => {
   return schema;
 };
 
+const builtStatements = new Set<Map<string, unknown>>();
+
+/**
+ * Forgets every statement text built so far; each is built again on its next use. For the test
+ * suite: mutation testing learns which tests reach a statement's builder from who builds it, and
+ * a text cached by an earlier test would credit only that test.
+ */
+export const forgetBuiltStatements = (): void => {
+  for (const cache of builtStatements) cache.clear();
+};
+
 /**
  * Builds a statement's text once per schema. Statement modules keep their SQL next to their row
  * types and call this to get the text for the schema in use.
  */
 export const perSchema = <T>(build: (schema: string) => T): ((schema: string) => T) => {
   const cache = new Map<string, T>();
+  builtStatements.add(cache);
   return (schema) => {
     let built = cache.get(schema);
     if (built === undefined) {
