@@ -48,21 +48,27 @@ describe("background work", () => {
     expect(swept.lost).toHaveLength(3);
   });
 
-  it("listens through a caller's pool configured field by field, and wakes only for its own task types", async () => {
+  const fieldByField = () => {
     const url = new URL(db.url);
-    const pool = new pg.Pool({
+    return new pg.Pool({
       host: url.hostname,
       port: Number(url.port),
       user: decodeURIComponent(url.username),
       password: decodeURIComponent(url.password),
       database: url.pathname.slice(1),
     });
+  };
+  it.each([
+    ["configured field by field", fieldByField],
+    ["made from a connection string", () => new pg.Pool({ connectionString: db.url })],
+  ])("listens through a caller's pool %s, and wakes only for its own task types", async (_how, makePool) => {
+    const pool = makePool();
     try {
       const mine = defineTask({ name: "bg-mine", handler: async () => "ok" });
       // A minute between polls: only a NOTIFY can start these jobs within the test.
-      const { supervisor, outcomes } = await startWorker({ pool, tasks: [mine], pollIntervalMs: 60_000 });
+      const { supervisor, outcomes, logs } = await startWorker({ pool, tasks: [mine], pollIntervalMs: 60_000 });
       await expect.poll(() => supervisor.stats().lastPollAt, { timeout: 5_000 }).not.toBeNull();
-      await new Promise((r) => setTimeout(r, 300)); // LISTEN connected
+      await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 5_000 }).toBe(true);
       const before = supervisor.stats().lastPollAt!.getTime();
       await enqueueJob(db.pool, { type: "bg-not-mine" });
       await new Promise((r) => setTimeout(r, 300));

@@ -6,12 +6,11 @@ import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
 import { waitFor } from "xstate";
 import { describe, expect, it } from "vitest";
-import pg from "pg";
 import { claimJobs, completeJobs, enqueueJob, enqueueJobs, sweepExpiredClaims } from "../src/db/index.ts";
 import { createSupervisor } from "../src/runtime/supervisor.ts";
 import { createJobRuntime } from "../src/runtime/job-actor.ts";
 import { defineTask } from "../src/runtime/task.ts";
-import { useTestDatabase } from "./support/db.ts";
+import { interceptedPool, useTestDatabase } from "./support/db.ts";
 import { claimed, row, want } from "./support/factory.ts";
 import { captureLogs, startWorker } from "./support/worker.ts";
 
@@ -196,15 +195,12 @@ describe("defects found by the review, fixed", () => {
 
   it("D2: a claim without a token (refused) does not wedge the drain", async () => {
     const task = defineTask({ name: "d2", handler: async () => "ok" });
-    const real = new pg.Pool({ connectionString: db.url });
-    real.on("error", () => undefined);
     // A pool that hands the supervisor claims without tokens, as a broken trigger/row would.
-    const pool = Object.create(real) as pg.Pool;
-    (pool as any).query = async (...args: any[]) => {
-      const result = await (real.query as any)(...args);
-      if (typeof args[0] === "object" && String(args[0].name).startsWith("picket_claim_")) for (const r of result.rows) r.claimToken = null;
+    const { pool, end } = interceptedPool(db.url, async ({ name }, forward) => {
+      const result = await forward();
+      if (name.startsWith("picket_claim_")) for (const r of result.rows) r.claimToken = null;
       return result;
-    };
+    });
     try {
       await enqueueJob(db.pool, { type: "d2" });
       const { outcomes, supervisor, logs } = await startWorker({ pool, tasks: [task], drainTimeoutMs: 200 });
@@ -213,7 +209,7 @@ describe("defects found by the review, fixed", () => {
       expect(logs).toContainEqual(expect.objectContaining({ level: 50, job_id: refused, msg: `job ${refused} has no claim token; refused, never run unfenced` }));
       expect(await within(supervisor.stop(), 3_000)).toBe("resolved");
     } finally {
-      await real.end();
+      await end();
     }
   });
 

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { claimJobs, enqueueJob, enqueueJobs, migrate } from "../src/db/index.ts";
 import { createSupervisor } from "../src/runtime/supervisor.ts";
 import { defineTask } from "../src/runtime/task.ts";
-import { useTestDatabase } from "./support/db.ts";
+import { interceptedPool, useTestDatabase, type Statement } from "./support/db.ts";
 import { row, want } from "./support/factory.ts";
 import { captureLogs, startWorker } from "./support/worker.ts";
 
@@ -146,16 +146,13 @@ describe("stopping", () => {
 describe("the health report's database check", () => {
   it("reports the database unreachable when its query fails, and when it does not answer within 2 s", async () => {
     const task = defineTask({ name: "edge-dbcheck", handler: async () => undefined });
-    const real = new pg.Pool({ connectionString: db.url });
-    real.on("error", () => undefined);
     let check: "fail" | "hang" | "answer" = "answer";
     // The worker's own statements go through; only the health check's SELECT 1 is made to fail or hang.
-    const pool = Object.create(real) as pg.Pool;
-    (pool as { query: unknown }).query = (...args: unknown[]) => {
-      if (args[0] === "SELECT 1" && check === "fail") return Promise.reject(new Error("connection refused"));
-      if (args[0] === "SELECT 1" && check === "hang") return new Promise(() => undefined);
-      return (real.query as (...a: unknown[]) => unknown)(...args);
-    };
+    const { pool, end } = interceptedPool(db.url, ({ text }, forward) => {
+      if (text === "SELECT 1" && check === "fail") return Promise.reject(new Error("connection refused"));
+      if (text === "SELECT 1" && check === "hang") return new Promise(() => undefined);
+      return forward();
+    });
     try {
       const { supervisor } = await startWorker({ pool, tasks: [task] });
       expect(await supervisor.health()).toMatchObject({ healthy: true, databaseReachable: true });
@@ -167,7 +164,7 @@ describe("the health report's database check", () => {
       expect(Date.now() - t0).toBeGreaterThanOrEqual(1_900);
       await supervisor.stop();
     } finally {
-      await real.end();
+      await end();
     }
   });
 });
@@ -274,21 +271,11 @@ describe("lost claims interrupt exactly the job they name", () => {
 
 describe("background failures are logged by name", () => {
   // A caller's pool whose statements of one kind fail: the loop that runs them must say which it is.
-  const failing = (fails: (text: string, name: string) => boolean) => {
-    const real = new pg.Pool({ connectionString: db.url });
-    real.on("error", () => undefined);
-    const pool = Object.create(real) as pg.Pool;
-    (pool as { query: unknown }).query = (...args: unknown[]) => {
-      const q = args[0] as string | { text: string; name?: string };
-      const [text, name] = typeof q === "string" ? [q, ""] : [q.text, q.name ?? ""];
-      if (fails(text, name)) return Promise.reject(new Error("refused by test"));
-      return (real.query as (...a: unknown[]) => unknown)(...args);
-    };
-    return { pool, end: () => real.end() };
-  };
+  const failing = (fails: (statement: Statement) => boolean) =>
+    interceptedPool(db.url, (statement, forward) => (fails(statement) ? Promise.reject(new Error("refused by test")) : forward()));
 
   it("a failing lease renewal", async () => {
-    const { pool, end } = failing((_text, name) => name.startsWith("picket_renew"));
+    const { pool, end } = failing(({ name }) => name.startsWith("picket_renew"));
     try {
       const task = defineTask({ name: "edge-renew-fails", leaseMs: 300, handler: () => sleep(400) });
       await enqueueJob(db.pool, { type: "edge-renew-fails" });
@@ -304,7 +291,7 @@ describe("background failures are logged by name", () => {
   });
 
   it("a failing retention run", async () => {
-    const { pool, end } = failing((text) => text.includes("DELETE FROM"));
+    const { pool, end } = failing(({ text }) => text.includes("DELETE FROM"));
     try {
       const task = defineTask({ name: "edge-retention-fails", handler: async () => undefined });
       const { logs, supervisor } = await startWorker({ pool, tasks: [task], retention: { olderThanMs: 0, intervalMs: 60_000 } });
@@ -371,21 +358,6 @@ describe("configuration reaching the runtime", () => {
     const { logs } = await startWorker({ connectionString: db.url, tasks: [task], schema, retention: { olderThanMs: 86_400_000, intervalMs: 60_000 } });
     await expect.poll(() => logs.find((l) => l.msg === "retention deleted old finished jobs"), { timeout: 5_000 }).toMatchObject({ deleted: 1 });
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs`)).rows[0].n).toBe(0);
-  });
-
-  it("listens through a caller's pool made from a connection string", async () => {
-    const pool = new pg.Pool({ connectionString: db.url });
-    try {
-      const task = defineTask({ name: "edge-pool-url", handler: async () => "ok" });
-      // A minute between polls: only a NOTIFY can start the job within the test.
-      const { supervisor, outcomes, logs } = await startWorker({ pool, tasks: [task], pollIntervalMs: 60_000 });
-      await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 5_000 }).toBe(true);
-      const job = await enqueueJob(db.pool, { type: "edge-pool-url" });
-      await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
-      await supervisor.stop();
-    } finally {
-      await pool.end();
-    }
   });
 
   it("listens over the connection string given beside a caller's pool (a pool behind PgBouncer cannot LISTEN)", async () => {

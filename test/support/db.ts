@@ -49,3 +49,29 @@ export const useTestDatabase = (options: { template?: boolean } = {}): TestDatab
   });
   return handle;
 };
+
+/** One statement as a caller's pool receives it: its text, and its name when prepared. */
+export interface Statement {
+  text: string;
+  name: string;
+}
+
+/**
+ * A caller's pool on `url` whose every query goes through `intercept` first: it may fail it, hang
+ * it, or forward it to the real pool (and change what comes back). Nothing about pg is faked: the
+ * statements that are forwarded run on the real server. `end()` closes the real pool.
+ */
+export const interceptedPool = (
+  url: string,
+  intercept: (statement: Statement, forward: () => Promise<pg.QueryResult>) => Promise<unknown>,
+): { pool: pg.Pool; end: () => Promise<void> } => {
+  const real = new pg.Pool({ connectionString: url });
+  real.on("error", () => undefined);
+  const pool = Object.create(real) as pg.Pool;
+  (pool as { query: unknown }).query = (...args: unknown[]) => {
+    const query = args[0] as string | { text: string; name?: string };
+    const statement = typeof query === "string" ? { text: query, name: "" } : { text: query.text, name: query.name ?? "" };
+    return intercept(statement, () => (real.query as (...a: unknown[]) => Promise<pg.QueryResult>)(...args));
+  };
+  return { pool, end: () => real.end() };
+};
