@@ -169,9 +169,9 @@ describe("the schema refuses what the statements never write", () => {
     );
   });
 
-  it("keeps the sweep index partial", async () => {
+  it("keeps the sweep index partial: only rows holding a lease", async () => {
     const { rows } = await db.pool.query("SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_sweep_idx'");
-    expect(rows[0].indexdef).toMatch(/WHERE \(status = 'processing'/);
+    expect(rows[0].indexdef).toMatch(/WHERE \(lock_until IS NOT NULL\)/);
   });
 
   it("records each migration's checksum over the file's exact bytes", async () => {

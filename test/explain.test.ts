@@ -1,6 +1,6 @@
 // The claim and the sweep stay index scans however many finished rows pile up.
 import { describe, expect, it } from "vitest";
-import { claimJobs, sweepExpiredClaims } from "../src/db/index.ts";
+import { claimJobs, completeJobs, renewLeases, sweepExpiredClaims } from "../src/db/index.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { want } from "./support/factory.ts";
 
@@ -15,8 +15,10 @@ interface PlanNode {
 
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 
-/** Captures the text of the next statement a function sends, then EXPLAINs it with its values. */
-const explain = async (run: (q: { query: (c: { text: string; values?: unknown[] }) => Promise<never> }) => Promise<unknown>) => {
+type Run = (q: { query: (c: { text: string; values?: unknown[] }) => Promise<never> }) => Promise<unknown>;
+
+/** The text and values of the next statement a function sends, captured instead of sent. */
+const capture = async (run: Run) => {
   let captured: { text: string; values?: unknown[] } | undefined;
   await run({
     query: async (config) => {
@@ -24,12 +26,34 @@ const explain = async (run: (q: { query: (c: { text: string; values?: unknown[] 
       throw new Error("captured");
     },
   }).catch(() => undefined);
+  return captured!;
+};
+
+/**
+ * EXPLAINs the next statement a function sends, with its values. `generic` plans it as a named
+ * statement is planned after its first executions: without looking at the values.
+ */
+const explain = async (run: Run, { generic = false } = {}) => {
+  const { text, values } = await capture(run);
   const client = await db.pool.connect();
   try {
     await client.query("BEGIN");
-    const { rows } = await client.query({ text: `EXPLAIN (FORMAT JSON) ${captured!.text}`, values: captured!.values });
+    let plan;
+    if (generic) {
+      await client.query(`PREPARE probe AS ${text}`);
+      await client.query("SET LOCAL plan_cache_mode = force_generic_plan");
+      // EXECUTE's arguments cannot be bound parameters: they go in as array literals (the values
+      // here are arrays of ids, tokens, numbers and NULLs).
+      const arrayLiteral = (value: unknown) =>
+        `{${(value as unknown[]).map((e) => (e === null ? "NULL" : JSON.stringify(String(e)))).join(",")}}`;
+      const args = values!.map((value) => client.escapeLiteral(arrayLiteral(value))).join(", ");
+      ({ rows: [plan] } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE probe(${args})`));
+    } else {
+      ({ rows: [plan] } = await client.query({ text: `EXPLAIN (FORMAT JSON) ${text}`, values }));
+    }
     await client.query("ROLLBACK");
-    return nodes(rows[0]["QUERY PLAN"][0].Plan as PlanNode);
+    await client.query("DEALLOCATE ALL");
+    return nodes(plan["QUERY PLAN"][0].Plan as PlanNode);
   } finally {
     client.release();
   }
@@ -58,6 +82,30 @@ describe("query plans on a table of 100,000 finished and 1,000 pending rows", ()
       expect(scans.length, `${name} plan scans the job table`).toBeGreaterThan(0);
       expect(scans.filter((n) => n["Node Type"] === "Seq Scan"), `${name} plan: ${JSON.stringify(scans)}`).toEqual([]);
       expect(scans.some((n) => n["Index Name"] === index), `${name} uses ${index}`).toBe(true);
+    }
+  });
+});
+
+describe("fenced writes, planned as the prepared statements they are", () => {
+  // A batch of claims must be matched to rows by primary key. When the planner was offered a
+  // partial index on status = 'processing' (the fence's own predicate) and statistics taken
+  // before any row was processing, its generic plan scanned that index and compared every
+  // processing row with every claim in the batch: quadratic, 45 µs per completed job at 200.
+  it("find each claim by primary key, whatever the statistics say about processing rows", async () => {
+    await db.pool.query(`INSERT INTO picket.jobs (type) SELECT 'fenced' FROM generate_series(1, 20000)`);
+    await db.pool.query("ANALYZE picket.jobs");
+    const { rows: claimed } = await db.pool.query<{ id: string; token: string }>(`
+      UPDATE picket.jobs SET status = 'processing', claim_token = gen_random_uuid(), lock_until = now() + interval '1 minute'
+      WHERE id IN (SELECT id FROM picket.jobs ORDER BY id LIMIT 2000)
+      RETURNING id, claim_token AS token`);
+    const batch = claimed.slice(0, 200);
+
+    for (const [name, run] of [
+      ["complete", (q) => completeJobs(q as never, batch)],
+      ["renew", (q) => renewLeases(q as never, batch.map((c) => ({ ...c, leaseMs: 1000 })))],
+    ] as [string, Run][]) {
+      const scans = (await explain(run, { generic: true })).filter((n) => n["Relation Name"] === "jobs" && /Scan/.test(n["Node Type"]));
+      expect(scans.map((n) => n["Index Name"]), `${name}: ${JSON.stringify(scans)}`).toEqual(["jobs_pkey"]);
     }
   });
 });

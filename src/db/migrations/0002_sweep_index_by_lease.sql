@@ -1,0 +1,14 @@
+-- picket 0002: the sweep index keyed by the lease alone, so no partial index matches the fence.
+--
+-- 0001's sweep index was partial on status = 'processing', the same predicate every fenced write
+-- carries. A freshly analysed table has almost no processing rows, so the planner estimated that
+-- index at one row and, once the fenced statements ran as generic prepared plans, drove the batch
+-- join from it: every processing row was compared with every claim in the batch. At 200 claims
+-- per batch a completion took 45 µs per job instead of 13, and it grows with the number of jobs
+-- in flight across all workers. Keyed on lock_until IS NOT NULL (set exactly while a row is
+-- processing: the claim writes it, every write that leaves processing clears it, and the
+-- processing_has_claim check forbids a processing row without it), the index still serves the
+-- sweep's `status = 'processing' AND lock_until < now()`, and the fenced writes find each claim
+-- by primary key.
+DROP INDEX {{schema}}.jobs_sweep_idx;
+CREATE INDEX jobs_sweep_idx ON {{schema}}.jobs (lock_until) WHERE lock_until IS NOT NULL;
