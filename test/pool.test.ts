@@ -32,9 +32,13 @@ describe("connecting", () => {
   });
 
   it("opens a working pool when the server is there", async () => {
-    const pool = await openPool({ connectionString: db.url });
+    const pool = await openPool({ connectionString: db.url, max: 3 });
     try {
       expect((await pool.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+      // Every connection of picket's own pool plans its statements once (see pool.ts).
+      const clients = await Promise.all([pool.connect(), pool.connect(), pool.connect()]);
+      for (const client of clients) expect((await client.query("SHOW plan_cache_mode")).rows[0].plan_cache_mode).toBe("force_generic_plan");
+      clients.forEach((client) => client.release());
     } finally {
       await pool.end();
     }

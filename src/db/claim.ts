@@ -22,7 +22,10 @@ export interface ClaimWant {
 // FOR UPDATE SKIP LOCKED lets concurrent workers claim disjoint rows without waiting (a
 // candidate locked but not dealt is only held until the statement commits). The UPDATE re-checks
 // status so the statement that writes is the one that decides. A fresh random token fences every
-// later write of this claim; attempts are counted here, at claim.
+// later write of this claim; attempts are counted here, at claim. The rows to write are also named
+// as an array (`j.id = ANY (...)`): without it, a plan made without the parameters' values (a
+// prepared statement's generic plan) guesses the picked set large and scans the whole table to
+// join it; with it, every plan looks the picked ids up by primary key.
 const claimSql = perSchema(
   (schema) => `
   WITH wanted AS (
@@ -54,7 +57,7 @@ const claimSql = perSchema(
       progress = NULL,
       updated_at = now()
   FROM picked
-  WHERE j.id = picked.id AND j.status = 'pending'
+  WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND j.id = picked.id AND j.status = 'pending'
   RETURNING ${jobColumns("j")}`,
 );
 
