@@ -8,7 +8,7 @@ import { getShortestPaths } from "xstate/graph";
 import { enqueueJobs } from "../src/db/index.ts";
 import { machineTransitions, supervisorMachine, transitionRows } from "../src/machines/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
-import { useTestDatabase } from "./support/db.ts";
+import { interceptedPool, useTestDatabase } from "./support/db.ts";
 import { startWorker } from "./support/worker.ts";
 
 const db = useTestDatabase();
@@ -38,7 +38,7 @@ describe("supervisor machine against the real runtime", () => {
           { type: "STOP" },
           { type: "FORCE" },
           { type: "WAKE" },
-          ...(running > 0 ? [{ type: "JOB_FINISHED" }] : []),
+          ...(running > 0 ? [{ type: "JOB_FINISHED" }, { type: "SLOT_FREED" }] : []),
           ...(running === 0 ? [{ type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 1, claimed: 1 } }] : []),
           { type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 2, claimed: 0 } },
           { type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 0, claimed: 0 } },
@@ -165,6 +165,37 @@ describe("supervisor machine against the real runtime", () => {
     releaseAll();
     await expect.poll(() => outcomes.length, { timeout: 5_000 }).toBe(3);
     await supervisor.stop();
+  });
+
+  it("frees a slot when the handler ends, not when its outcome is written, and claims no more while as many again are writing", async () => {
+    // Completion writes are held until the test lets them go (through a caller's pool, so every
+    // statement is real and only their timing is the test's).
+    let letWritesGo: () => void = () => undefined;
+    const writesHeld = new Promise<void>((r) => (letWritesGo = r));
+    const { pool, end } = interceptedPool(db.url, async (statement, forward) => {
+      if (statement.name.startsWith("picket_complete")) await writesHeld;
+      return forward();
+    });
+    try {
+      let started = 0;
+      const quick = defineTask({ name: "sv-writes", handler: async () => void started++ });
+      await enqueueJobs(db.pool, Array.from({ length: 4 }, () => ({ type: "sv-writes" })));
+      const { supervisor, outcomes } = await startWorker({ pool, tasks: [quick], concurrency: 1, pollIntervalMs: 60_000, listen: false, ...recorder() });
+      // One slot, yet a second handler runs while the first job's outcome is still being written.
+      await expect.poll(() => started, { timeout: 5_000 }).toBe(2);
+      await sleep(300);
+      // Two machines writing (twice the concurrency): nothing more is claimed until one is done.
+      expect(started).toBe(2);
+      expect(supervisor.stats().running).toBe(2);
+      expect(outcomes).toEqual([]);
+      letWritesGo();
+      await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(4);
+      expect(outcomes.map((o) => o.outcome)).toEqual(["completed", "completed", "completed", "completed"]);
+      await supervisor.stop();
+    } finally {
+      letWritesGo();
+      await end();
+    }
   });
 
   afterAll(() => {

@@ -17,7 +17,7 @@ export interface PollOutput {
 export interface SupervisorContext {
   pollIntervalMs: number;
   drainTimeoutMs: number;
-  /** Jobs started and not yet finished. */
+  /** Job machines started and not yet finished (a finished handler's write may be in flight). */
   running: number;
   /** STOP arrived while a poll was in flight: drain once the poll has finished. */
   stopRequested: boolean;
@@ -34,6 +34,8 @@ export type SupervisorEvent =
   | { type: "FORCE" }
   /** Poll now: a NOTIFY arrived. */
   | { type: "WAKE" }
+  /** A job's handler ended (its outcome may still be being written): its slot is free. */
+  | { type: "SLOT_FREED" }
   /** A job machine reached its final state. */
   | { type: "JOB_FINISHED" };
 
@@ -125,6 +127,8 @@ export const supervisorMachine = setup({
             WAKE: { target: "polling" },
             STOP: { target: "#supervisor.draining" },
             // A slot freed while work was left behind: claim into it now, not at the next tick.
+            SLOT_FREED: { guard: "saturated", target: "polling" },
+            // So did a finished write, when writes in flight were what held the claim back.
             JOB_FINISHED: [
               { guard: "saturated", target: "polling", actions: "countFinished" },
               { actions: "countFinished" },

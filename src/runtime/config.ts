@@ -22,7 +22,8 @@ export interface SupervisorOptions {
   migrate?: boolean;
   /** Names this worker on the claims it makes; default host-pid-random. */
   workerId?: string;
-  /** Most jobs running at once in this worker, over all tasks; default 10. */
+  /** Most handlers running at once in this worker, over all tasks; default 10. A job whose handler
+   * has returned frees its slot while its outcome is written. */
   concurrency?: number;
   /** Longest wait between polls when no NOTIFY arrives; default 1000 ms. */
   pollIntervalMs?: number;

@@ -28,7 +28,15 @@ interface RunningJob {
   job: ClaimedJob;
   actor: JobActor;
   startedAt: number;
+  /** Its payload check or handler may still be running: it holds one of the worker's slots. */
+  holdsSlot: boolean;
 }
+
+/** The states in which a job's user code runs; in any other a job's machine holds no slot. */
+const runsUserCode = (actor: JobActor): boolean => {
+  const snapshot = actor.getSnapshot();
+  return snapshot.matches("running") || snapshot.matches("checkingPayload") || snapshot.matches("claimed");
+};
 
 export interface SupervisorStats {
   running: number;
@@ -52,6 +60,10 @@ export class Supervisor {
   // One entry per claim being run. Not keyed by job id: after a lost lease this worker may claim
   // the same job again while the stale machine is still winding down.
   private readonly running = new Set<RunningJob>();
+  // Slots are counted for user code, not for bookkeeping: a job whose handler has returned frees
+  // its slot at once, while its outcome is written (the write overlaps the next claim).
+  private slotsHeld = 0;
+  private slotFreedQueued = false;
   private readonly outcomes: Record<JobOutcome, number> = {
     completed: 0,
     retried: 0,
@@ -221,7 +233,10 @@ export class Supervisor {
   private async pollOnce(): Promise<PollOutput> {
     this.pollStartedAt = Date.now();
     try {
-      const free = this.config.concurrency - this.running.size;
+      // At most as many machines again as the concurrency may be writing outcomes: a database slow
+      // to record them slows the claims down too, rather than letting machines pile up.
+      const { concurrency } = this.config;
+      const free = Math.min(concurrency - this.slotsHeld, 2 * concurrency - this.running.size);
       const wants = this.offerSlots(free);
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
@@ -243,7 +258,7 @@ export class Supervisor {
     if (free <= 0) return [];
     const tasks = [...this.tasks.values()];
     const counts = new Map<string, number>();
-    for (const { job } of this.running) counts.set(job.type, (counts.get(job.type) ?? 0) + 1);
+    for (const entry of this.running) if (entry.holdsSlot) counts.set(entry.job.type, (counts.get(entry.job.type) ?? 0) + 1);
     const start = this.rotation++ % tasks.length;
     // A task with no slot left is offered LIMIT 0: the claim takes none of its jobs.
     return [...tasks.slice(start), ...tasks.slice(0, start)].map((task) => ({
@@ -257,8 +272,9 @@ export class Supervisor {
 
   /** Creates the machine for a claimed job and registers it; the caller starts it. */
   private dispatch(job: ClaimedJob): RunningJob {
-    const entry: RunningJob = { job, actor: this.jobs!.create(job), startedAt: Date.now() };
+    const entry: RunningJob = { job, actor: this.jobs!.create(job), startedAt: Date.now(), holdsSlot: true };
     const finish = (outcome: JobOutcome, error: string | null) => {
+      this.freeSlot(entry);
       if (!this.running.delete(entry)) return;
       this.outcomes[outcome]++;
       this.actor?.send({ type: "JOB_FINISHED" });
@@ -271,6 +287,9 @@ export class Supervisor {
       }
     };
     entry.actor.subscribe({
+      next: () => {
+        if (entry.holdsSlot && !runsUserCode(entry.actor)) this.freeSlot(entry);
+      },
       complete: () => {
         const output = entry.actor.getSnapshot().output!;
         finish(output.outcome, output.error ? `${output.error.kind}: ${output.error.message}` : null);
@@ -281,7 +300,21 @@ export class Supervisor {
       },
     });
     this.running.add(entry);
+    this.slotsHeld++;
     return entry;
+  }
+
+  /** Gives a job's slot back; the machine hears of freed slots once per turn of the event loop. */
+  private freeSlot(entry: RunningJob): void {
+    if (!entry.holdsSlot) return;
+    entry.holdsSlot = false;
+    this.slotsHeld--;
+    if (this.slotFreedQueued) return;
+    this.slotFreedQueued = true;
+    setImmediate(() => {
+      this.slotFreedQueued = false;
+      if (this.actor?.getSnapshot().status === "active") this.actor.send({ type: "SLOT_FREED" });
+    });
   }
 
   /** Lease renewal, the sweep, retention and LISTEN, each in its own error boundary. */

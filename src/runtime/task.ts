@@ -79,7 +79,7 @@ export interface TaskDefinition<P = unknown, R = unknown> {
   maxAttempts?: number;
   /** Retry spacing: min(maxMs, baseMs · 2^(attempt−1)), drawn from [½, 1] of that. Default 1 s, 1 h. */
   backoff?: { baseMs?: number; maxMs?: number };
-  /** Most jobs of this task running at once in one worker; default: only the worker's limit. */
+  /** Most handlers of this task running at once in one worker; default: only the worker's limit. */
   concurrency?: number;
   /** How long a claim lasts without renewal; renewed every third of it. Default 20 s, so a
    * crashed worker's jobs are back within lease + sweep interval = 25 s with the defaults. */
