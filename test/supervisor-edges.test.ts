@@ -452,6 +452,27 @@ describe("configuration reaching the runtime", () => {
     expect([...seen]).toEqual(expect.arrayContaining(["running", "completing", "done"]));
   });
 
+  it("claims slots freed in one burst with one statement, not in alternating partial batches", async () => {
+    // Counted through a caller's pool: every claim statement that took jobs.
+    const claims: number[] = [];
+    const { pool, end } = interceptedPool(db.url, async (statement, forward) => {
+      const result = await forward();
+      if (statement.name.startsWith("picket_claim") && result.rowCount! > 0) claims.push(result.rowCount!);
+      return result;
+    });
+    try {
+      const noop = defineTask({ name: "edge-burst", handler: async () => undefined });
+      await enqueueJobs(db.pool, Array.from({ length: 200 }, () => ({ type: "edge-burst" })));
+      const { outcomes } = await startWorker({ pool, tasks: [noop], concurrency: 10, listen: false });
+      await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(200);
+      // Twenty full batches; a generous bound, where freed slots split into two cohorts claimed by
+      // turns (9, 1, 9, 1, ...) take up to forty statements.
+      expect(claims.length, `claim sizes: ${claims.join(", ")}`).toBeLessThanOrEqual(24);
+    } finally {
+      await end();
+    }
+  });
+
   it("takes turns between tasks when one slot is all there is", async () => {
     const order: string[] = [];
     const a = defineTask({ name: "edge-a", handler: async () => void order.push("a") });

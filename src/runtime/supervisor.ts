@@ -233,6 +233,11 @@ export class Supervisor {
   private async pollOnce(): Promise<PollOutput> {
     this.pollStartedAt = Date.now();
     try {
+      // One turn of the event loop first: the jobs the last poll started, and handlers ending now,
+      // free their slots before we count them. Without it, slots freed while a claim is in flight
+      // settle into two cohorts claimed by turns (9, 1, 9, 1, ... at concurrency 10): twice the
+      // statements for the same jobs.
+      await new Promise((resolve) => setImmediate(resolve));
       // At most as many machines again as the concurrency may be writing outcomes: a database slow
       // to record them slows the claims down too, rather than letting machines pile up.
       const { concurrency } = this.config;
