@@ -1,4 +1,5 @@
-// Memory: RSS of one worker holding 10,000 in-flight jobs (handlers awaiting a promise), per job.
+// Memory: RSS of one worker holding 10,000 in-flight jobs (handlers awaiting a promise), per job,
+// and the live heap per job (after a full GC), which the young generation's size does not blur.
 // Usage: node --expose-gc bench/memory.ts --url <database url> [--jobs 10000]
 import { parseArgs } from "node:util";
 import pg from "pg";
@@ -16,6 +17,7 @@ const hold = defineTask({ name: "hold", timeoutMs: 600_000, leaseMs: 600_000, ha
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => undefined);
 gc();
 const before = process.memoryUsage().rss;
+const heapBefore = process.memoryUsage().heapUsed;
 const supervisor = createSupervisor({ connectionString: values.url!, tasks: [hold], concurrency: jobs, logger: createLogger({ level: "warn" }), retention: false });
 await supervisor.start();
 while (supervisor.stats().running < jobs) await new Promise((r) => setTimeout(r, 100));
@@ -23,9 +25,10 @@ gc();
 await new Promise((r) => setTimeout(r, 500));
 gc();
 const during = process.memoryUsage().rss;
+const heapDuring = process.memoryUsage().heapUsed;
 release();
 supervisor.force();
 await supervisor.stop();
 await pool.end();
-report({ jobs, rssBeforeMiB: before / 2 ** 20, rssDuringMiB: during / 2 ** 20, bytesPerJob: (during - before) / jobs, kibPerJob: (during - before) / jobs / 1024 });
+report({ jobs, rssBeforeMiB: before / 2 ** 20, rssDuringMiB: during / 2 ** 20, bytesPerJob: (during - before) / jobs, kibPerJob: (during - before) / jobs / 1024, heapKibPerJob: (heapDuring - heapBefore) / jobs / 1024 });
 process.exit(0);

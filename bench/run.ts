@@ -82,6 +82,7 @@ const scenarios: Scenario[] = [
   ...scaleScenarios("empty table", "0"),
   ...scaleScenarios("1,000,000 finished rows", "1000000"),
   { group: "memory", name: "picket RSS per in-flight job (10,000)", script: "memory.ts", args: [], node: ["--expose-gc"], metric: "kibPerJob", unit: "KiB", higherIsBetter: false },
+  { group: "memory", name: "picket live heap per in-flight job (10,000)", script: "memory.ts", args: [], node: ["--expose-gc"], metric: "heapKibPerJob", unit: "KiB", higherIsBetter: false },
 ];
 const selected = values.only ? scenarios.filter((s) => values.only!.split(",").includes(s.group)) : scenarios;
 
