@@ -3,8 +3,7 @@
 // and of the sweep, then the throughput of one worker draining the backlog.
 // Usage: node bench/scale.ts --url <database url> [--finished 1000000] [--pending 100000]
 import { parseArgs } from "node:util";
-import pg from "pg";
-import { claimJobs, completeJobs, createLogger, createSupervisor, defineTask, migrate, sweepExpiredClaims } from "../src/index.ts";
+import { claimJobs, completeJobs, createLogger, createSupervisor, defineTask, migrate, openPool, sweepExpiredClaims } from "../src/index.ts";
 import { percentile, report } from "./lib/db.ts";
 
 const { values } = parseArgs({
@@ -13,15 +12,17 @@ const { values } = parseArgs({
 const url = values.url!;
 const finished = Number(values.finished);
 const pending = Number(values.pending);
-const pool = new pg.Pool({ connectionString: url, max: 4 });
+// Connections as the worker opens them (each statement planned once, see src/db/pool.ts).
+const pool = await openPool({ connectionString: url, max: 4 });
 await migrate(pool);
 
 // Seeded in SQL: a million rows through the client would measure the seeding, not the queue.
 // Finished rows look like real ones: claimed, with a token, a result and a finish time spread
-// over the last week (so retention's index holds them in time order).
+// over the last week (so retention's index holds them in time order), and no lease (a completion
+// clears lock_until; the schema refuses a lease on a row that is not processing).
 await pool.query(
-  `INSERT INTO picket.jobs (type, status, attempts, claim_token, locked_by, locked_at, lock_until, result, finished_at, created_at, updated_at)
-   SELECT 'noop', 'completed', 1, gen_random_uuid(), 'seed', t, t, '{"ok":true}', t, t, t
+  `INSERT INTO picket.jobs (type, status, attempts, claim_token, locked_by, locked_at, result, finished_at, created_at, updated_at)
+   SELECT 'noop', 'completed', 1, gen_random_uuid(), 'seed', t, '{"ok":true}', t, t, t
    FROM (SELECT now() - (g * interval '600 milliseconds') AS t FROM generate_series(1, $1::int) AS g) AS s`,
   [finished],
 );

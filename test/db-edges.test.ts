@@ -169,6 +169,14 @@ describe("the schema refuses what the statements never write", () => {
     );
   });
 
+  it("a lease on a row that is not processing (the sweep's index holds only leased rows)", async () => {
+    const job = await enqueueJob(db.pool, { type: "no-lease" });
+    await expect(db.pool.query("UPDATE picket.jobs SET lock_until = now() WHERE id = $1", [job.id])).rejects.toThrow(/lease_only_while_processing/);
+    await expect(
+      db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now(), lock_until = now() WHERE id = $1", [job.id]),
+    ).rejects.toThrow(/lease_only_while_processing/);
+  });
+
   it("keeps the sweep index partial: only rows holding a lease", async () => {
     const { rows } = await db.pool.query("SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_sweep_idx'");
     expect(rows[0].indexdef).toMatch(/WHERE \(lock_until IS NOT NULL\)/);

@@ -1,6 +1,6 @@
 // The claim and the sweep stay index scans however many finished rows pile up.
 import { describe, expect, it } from "vitest";
-import { claimJobs, completeJobs, renewLeases, sweepExpiredClaims } from "../src/db/index.ts";
+import { claimJobs, completeJobs, deleteFinishedJobs, renewLeases, sweepExpiredClaims } from "../src/db/index.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { want } from "./support/factory.ts";
 
@@ -61,7 +61,7 @@ const explain = async (run: Run, { generic = false } = {}) => {
 };
 
 describe("query plans on a table of 100,000 finished and 1,000 pending rows", () => {
-  it("claim and sweep use their partial indexes, never a sequential scan of the job table", async () => {
+  it("claim, sweep and retention use their partial indexes, never a sequential scan of the job table", async () => {
     await db.pool.query(`
       INSERT INTO picket.jobs (type, status, finished_at, created_at)
       SELECT 'type-' || (g % 10), CASE WHEN g % 7 = 0 THEN 'dead' ELSE 'completed' END, now(), now()
@@ -74,6 +74,7 @@ describe("query plans on a table of 100,000 finished and 1,000 pending rows", ()
 
     const claim: Run = (q) => claimJobs(q as never, "w", [want("type-1", { limit: 10 }), want("type-2", { limit: 10 })]);
     const sweep: Run = (q) => sweepExpiredClaims(q as never, 100);
+    const retention: Run = (q) => deleteFinishedJobs(q as never, { olderThanMs: 0, batchSize: 100 });
 
     // Planned with the values, and as picket's own connections plan them: once, without them.
     for (const [name, plan, index] of [
@@ -81,6 +82,8 @@ describe("query plans on a table of 100,000 finished and 1,000 pending rows", ()
       ["sweep", await explain(sweep), "jobs_sweep_idx"],
       ["claim (generic plan)", await explain(claim, { generic: true }), "jobs_claim_idx"],
       ["sweep (generic plan)", await explain(sweep, { generic: true }), "jobs_sweep_idx"],
+      ["retention", await explain(retention), "jobs_finished_idx"],
+      ["retention (generic plan)", await explain(retention, { generic: true }), "jobs_finished_idx"],
     ] as const) {
       const scans = plan.filter((n) => n["Relation Name"] === "jobs" && /Scan/.test(n["Node Type"]));
       expect(scans.length, `${name} plan scans the job table`).toBeGreaterThan(0);

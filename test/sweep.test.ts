@@ -79,18 +79,26 @@ describe("the reclaim sweep", () => {
       { type: "alone-x" },
       { type: "alone-x" },
     ]);
-    // Other statuses, each with a lock_until in the past, so only the status keeps them out.
-    await db.pool.query(
-      `UPDATE picket.jobs SET lock_until = now() - interval '1 hour',
-         status = CASE id WHEN $1 THEN 'completed' WHEN $2 THEN 'dead' WHEN $3 THEN 'cancelled' ELSE 'pending' END
-       WHERE id = ANY($4)`,
-      [done!.id, dead!.id, cancelled!.id, [done!.id, dead!.id, cancelled!.id, pending!.id]],
-    );
-    const before = await Promise.all([live, done, dead, cancelled, pending].map((j) => row(db.pool, j!.id)));
-    const swept = await sweepExpiredClaims(db.pool, 1000);
-    expect(swept.map((s) => s.id)).toEqual([stale!.id]);
-    const after = await Promise.all([live, done, dead, cancelled, pending].map((j) => row(db.pool, j!.id)));
-    expect(after).toEqual(before);
+    // Other statuses, each with a lock_until in the past, so only the status keeps them out. The
+    // schema refuses such rows (lease_only_while_processing); the sweep must not rely on that alone.
+    await db.pool.query("ALTER TABLE picket.jobs DROP CONSTRAINT lease_only_while_processing");
+    try {
+      await db.pool.query(
+        `UPDATE picket.jobs SET lock_until = now() - interval '1 hour',
+           status = CASE id WHEN $1 THEN 'completed' WHEN $2 THEN 'dead' WHEN $3 THEN 'cancelled' ELSE 'pending' END
+         WHERE id = ANY($4)`,
+        [done!.id, dead!.id, cancelled!.id, [done!.id, dead!.id, cancelled!.id, pending!.id]],
+      );
+      const before = await Promise.all([live, done, dead, cancelled, pending].map((j) => row(db.pool, j!.id)));
+      // A batch of one: the older leases of the other rows must not take the stale claim's place.
+      const swept = await sweepExpiredClaims(db.pool, 1);
+      expect(swept.map((s) => s.id)).toEqual([stale!.id]);
+      const after = await Promise.all([live, done, dead, cancelled, pending].map((j) => row(db.pool, j!.id)));
+      expect(after).toEqual(before);
+    } finally {
+      await db.pool.query("UPDATE picket.jobs SET lock_until = NULL WHERE status <> 'processing'");
+      await db.pool.query("ALTER TABLE picket.jobs ADD CONSTRAINT lease_only_while_processing CHECK (lock_until IS NULL OR status = 'processing')");
+    }
   });
 
   it("touches at most its batch size per call, oldest lease first", async () => {

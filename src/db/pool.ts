@@ -33,14 +33,14 @@ export const unreachable = (connectionString: string, error: unknown): DatabaseU
   });
 };
 
+type Connected = ((err: Error) => void) | ((err: null, client: pg.Client) => void);
+
 /**
  * A connection that plans each prepared statement once. picket's statements are written to have
  * a good plan without their parameters' values (test/explain.test.ts plans them so); left to
  * choose, PostgreSQL re-plans the claim at every call (~0.3 ms of a ~1 ms claim). Set as the
  * connection opens, before the pool hands it out, and on picket's own pool only.
  */
-type Connected = ((err: Error) => void) | ((err: null, client: pg.Client) => void);
-
 class PlannedOnceClient extends pg.Client {
   override connect(): Promise<pg.Client>;
   override connect(callback: Connected): void;
@@ -77,7 +77,6 @@ export const openPool = async (options: PoolOptions): Promise<pg.Pool> => {
   });
   // Without a listener, an error on an idle connection would crash the process.
   pool.on("error", options.onIdleError ?? (() => undefined));
-
   try {
     await pool.query("SELECT 1");
   } catch (error) {

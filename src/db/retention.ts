@@ -5,18 +5,20 @@ import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 export type FinishedStatus = "completed" | "dead" | "cancelled";
 
 // Bounded, so a first run over a large backlog never holds long locks or bloats one transaction;
-// the finished-at partial index serves the age predicate.
+// the finished-at partial index serves the age predicate. The batch's ids are an array, so the
+// rows are deleted by primary key however the statement is planned (as `IN (subquery)`, a plan
+// made without the values joined the batch against the whole table: 38 ms instead of 0.3).
 const deleteFinishedSql = perSchema(
   (schema) => `
   DELETE FROM ${schema}.jobs AS j
-  WHERE j.id IN (
+  WHERE j.id = ANY (ARRAY(
     SELECT f.id FROM ${schema}.jobs AS f
     WHERE f.status = ANY($1::text[]) AND f.status IN ('completed', 'dead', 'cancelled')
       AND f.finished_at < now() - $2::float8 * interval '1 millisecond'
     ORDER BY f.finished_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
-  )`,
+  ))`,
 );
 
 /**

@@ -5,10 +5,15 @@
 -- index at one row and, once the fenced statements ran as generic prepared plans, drove the batch
 -- join from it: every processing row was compared with every claim in the batch. At 200 claims
 -- per batch a completion took 45 µs per job instead of 13, and it grows with the number of jobs
--- in flight across all workers. Keyed on lock_until IS NOT NULL (set exactly while a row is
--- processing: the claim writes it, every write that leaves processing clears it, and the
--- processing_has_claim check forbids a processing row without it), the index still serves the
+-- in flight across all workers. Keyed on lock_until IS NOT NULL, the index still serves the
 -- sweep's `status = 'processing' AND lock_until < now()`, and the fenced writes find each claim
 -- by primary key.
+--
+-- lock_until is set exactly while a row is processing: the claim writes it, every write that
+-- leaves processing clears it, processing_has_claim forbids a processing row without it, and the
+-- check added here forbids it on any other row. Without that check, finished rows left holding a
+-- lease by hand-written SQL would all sit in the sweep's index, and every sweep would read them.
+ALTER TABLE {{schema}}.jobs
+  ADD CONSTRAINT lease_only_while_processing CHECK (lock_until IS NULL OR status = 'processing');
 DROP INDEX {{schema}}.jobs_sweep_idx;
 CREATE INDEX jobs_sweep_idx ON {{schema}}.jobs (lock_until) WHERE lock_until IS NOT NULL;
