@@ -17,6 +17,17 @@ describe("migrations", () => {
     expect(rows).toEqual(files.map((f) => ({ version: f.version, name: f.name, checksum: f.checksum })));
   });
 
+  it("upgrades a table whose finished rows still hold a lease (0002 clears it, then forbids it)", async () => {
+    const [first] = await readMigrations();
+    await migrate(db.pool, { schema: "upgrade", migrations: [first!] });
+    const { rows } = await db.pool.query(
+      "INSERT INTO upgrade.jobs (type, status, finished_at, lock_until) VALUES ('old', 'completed', now(), now()) RETURNING id",
+    );
+    expect((await migrate(db.pool, { schema: "upgrade" })).applied).toEqual(["0002_sweep_index_by_lease.sql"]);
+    const { rows: after } = await db.pool.query("SELECT status, lock_until FROM upgrade.jobs WHERE id = $1", [rows[0].id]);
+    expect(after).toEqual([{ status: "completed", lock_until: null }]);
+  });
+
   it("lets concurrent migrators queue behind one lock without conflict", async () => {
     const clients = await Promise.all(Array.from({ length: 6 }, () => db.connect()));
     const results = await Promise.all(clients.map((c) => migrate(c, { schema: "concurrent" })));

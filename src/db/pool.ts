@@ -33,30 +33,6 @@ export const unreachable = (connectionString: string, error: unknown): DatabaseU
   });
 };
 
-type Connected = ((err: Error) => void) | ((err: null, client: pg.Client) => void);
-
-/**
- * A connection that plans each prepared statement once. picket's statements are written to have
- * a good plan without their parameters' values (test/explain.test.ts plans them so); left to
- * choose, PostgreSQL re-plans the claim at every call (~0.3 ms of a ~1 ms claim). Set as the
- * connection opens, before the pool hands it out, and on picket's own pool only.
- */
-class PlannedOnceClient extends pg.Client {
-  override connect(): Promise<pg.Client>;
-  override connect(callback: Connected): void;
-  override connect(callback?: Connected): Promise<pg.Client> | void {
-    const ready = super.connect().then(async () => {
-      await this.query("SET plan_cache_mode = force_generic_plan");
-      return this;
-    });
-    if (callback === undefined) return ready;
-    ready.then(
-      (client) => (callback as (err: null, client: pg.Client) => void)(null, client),
-      (error: Error) => (callback as (err: Error) => void)(error),
-    );
-  }
-}
-
 /**
  * Opens a pool and proves it can connect, so a bad DATABASE_URL fails at start with a clear
  * message instead of at the first claim.
@@ -70,10 +46,16 @@ export const openPool = async (options: PoolOptions): Promise<pg.Pool> => {
     );
   }
   const pool = new pg.Pool({
-    Client: PlannedOnceClient,
     connectionString: options.connectionString,
     max: options.max ?? 10,
     connectionTimeoutMillis: 10_000,
+    // Each connection plans each prepared statement once. picket's statements are written to have
+    // a good plan without their parameters' values (test/explain.test.ts plans them so); left to
+    // choose, PostgreSQL re-plans the claim at every call (~0.3 ms of a ~1 ms claim). pg-pool runs
+    // this before handing the connection out, with its error listener attached, and closes the
+    // connection if it fails. Session state: behind PgBouncer in transaction mode it would reach
+    // other clients' sessions, so point picket's own pool at PostgreSQL (or use session mode).
+    onConnect: async (client) => void (await client.query("SET plan_cache_mode = force_generic_plan")),
   });
   // Without a listener, an error on an idle connection would crash the process.
   pool.on("error", options.onIdleError ?? (() => undefined));

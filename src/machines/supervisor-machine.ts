@@ -61,7 +61,7 @@ export const supervisorMachine = setup({
     idle: ({ context }) => context.running === 0,
     saturated: ({ context }) => context.saturated,
     // Every slot offered was filled: more is probably waiting. (With no free slot to offer, the
-    // next poll waits for a job to finish instead, or it would spin.)
+    // next poll waits for a slot to free or a job to finish instead, or it would spin.)
     pollFull: (_, output: PollOutput) => output.asked > 0 && output.claimed === output.asked,
   },
   delays: {

@@ -59,12 +59,16 @@ const runIsolated = (task: Task, payload: unknown, ctx: Omit<HandlerContext, "si
         return;
       }
       settled = true;
-      resume(
+      const outcome =
         message.type === "result"
           ? Effect.succeed(message.value)
-          : Effect.fail({ permanent: message.permanent === true, message: message.message ?? "handler failed" }),
+          : Effect.fail({ permanent: message.permanent === true, message: message.message ?? "handler failed" });
+      // The handler is done only when its thread is gone: the job's slot is freed when the
+      // handler ends, and a thread still shutting down must not count as a free slot.
+      void worker.terminate().then(
+        () => resume(outcome),
+        () => resume(outcome),
       );
-      void worker.terminate();
     });
     worker.on("error", (error) => {
       settled = true;

@@ -39,6 +39,7 @@ const runsUserCode = (actor: JobActor): boolean => {
 };
 
 export interface SupervisorStats {
+  /** Job machines alive: handlers running, and jobs whose outcome is still being written. */
   running: number;
   runningByTask: Record<string, number>;
   outcomes: Record<JobOutcome, number>;
@@ -238,6 +239,8 @@ export class Supervisor {
       // settle into two cohorts claimed by turns (9, 1, 9, 1, ... at concurrency 10): twice the
       // statements for the same jobs.
       await new Promise((resolve) => setImmediate(resolve));
+      // A stop() during that turn stops claiming at once: nothing more is claimed for the drain.
+      if (this.stopping !== undefined) return { asked: 0, claimed: 0 };
       // At most as many machines again as the concurrency may be writing outcomes: a database slow
       // to record them slows the claims down too, rather than letting machines pile up.
       const { concurrency } = this.config;

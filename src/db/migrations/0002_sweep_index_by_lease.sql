@@ -13,6 +13,12 @@
 -- leaves processing clears it, processing_has_claim forbids a processing row without it, and the
 -- check added here forbids it on any other row. Without that check, finished rows left holding a
 -- lease by hand-written SQL would all sit in the sweep's index, and every sweep would read them.
+-- Such rows, if an earlier schema holds any, lose the stale lease first (it means nothing on a row
+-- that is not processing), so the check cannot fail the upgrade.
+--
+-- Cost on a large table: the check is validated and the index rebuilt under the migration's lock
+-- on the table, so workers wait for it; run it before the deploy's workers start.
+UPDATE {{schema}}.jobs SET lock_until = NULL WHERE lock_until IS NOT NULL AND status <> 'processing';
 ALTER TABLE {{schema}}.jobs
   ADD CONSTRAINT lease_only_while_processing CHECK (lock_until IS NULL OR status = 'processing');
 DROP INDEX {{schema}}.jobs_sweep_idx;
