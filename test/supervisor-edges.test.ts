@@ -482,8 +482,10 @@ describe("configuration reaching the runtime", () => {
 
   it("takes turns between tasks when one slot is all there is", async () => {
     const order: string[] = [];
-    const a = defineTask({ name: "edge-a", handler: async () => void order.push("a") });
-    const b = defineTask({ name: "edge-b", handler: async () => void order.push("b") });
+    // Handlers that take a moment, so that a poll also finds no free slot now and then: such a
+    // poll offers nothing and must not move the turn on.
+    const a = defineTask({ name: "edge-a", handler: async () => void (order.push("a"), await sleep(30)) });
+    const b = defineTask({ name: "edge-b", handler: async () => void (order.push("b"), await sleep(30)) });
     await enqueueJobs(db.pool, [...Array.from({ length: 3 }, () => ({ type: "edge-a" })), ...Array.from({ length: 3 }, () => ({ type: "edge-b" }))]);
     const { outcomes } = await startWorker({ connectionString: db.url, tasks: [a, b], concurrency: 1 });
     await expect.poll(() => outcomes.length, { timeout: 5_000 }).toBe(6);
