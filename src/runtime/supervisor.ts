@@ -33,10 +33,8 @@ interface RunningJob {
 }
 
 /** The states in which a job's user code runs; in any other a job's machine holds no slot. */
-const runsUserCode = (actor: JobActor): boolean => {
-  const snapshot = actor.getSnapshot();
-  return snapshot.matches("running") || snapshot.matches("checkingPayload") || snapshot.matches("claimed");
-};
+const runsUserCode = (snapshot: ReturnType<JobActor["getSnapshot"]>): boolean =>
+  snapshot.matches("running") || snapshot.matches("checkingPayload");
 
 export interface SupervisorStats {
   /** Job machines alive: handlers running, and jobs whose outcome is still being written. */
@@ -61,9 +59,6 @@ export class Supervisor {
   // One entry per claim being run. Not keyed by job id: after a lost lease this worker may claim
   // the same job again while the stale machine is still winding down.
   private readonly running = new Set<RunningJob>();
-  // Slots are counted for user code, not for bookkeeping: a job whose handler has returned frees
-  // its slot at once, while its outcome is written (the write overlaps the next claim).
-  private slotsHeld = 0;
   private slotFreedQueued = false;
   private readonly outcomes: Record<JobOutcome, number> = {
     completed: 0,
@@ -244,8 +239,10 @@ export class Supervisor {
       // At most as many machines again as the concurrency may be writing outcomes: a database slow
       // to record them slows the claims down too, rather than letting machines pile up.
       const { concurrency } = this.config;
-      const free = Math.min(concurrency - this.slotsHeld, 2 * concurrency - this.running.size);
-      const wants = this.offerSlots(free);
+      const held = this.slotsHeldByTask();
+      const heldInAll = [...held.values()].reduce((sum, n) => sum + n, 0);
+      const free = Math.min(concurrency - heldInAll, 2 * concurrency - this.running.size);
+      const wants = this.offerSlots(free, held);
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
       const asked = Math.min(free, wants.reduce((sum, want) => sum + want.limit, 0));
@@ -260,18 +257,26 @@ export class Supervisor {
     }
   }
 
-  private offerSlots(free: number): ClaimWant[] {
+  /**
+   * Slots are counted for user code, not for bookkeeping: a job whose handler has returned frees
+   * its slot at once, while its outcome is written (the write overlaps the next claim).
+   */
+  private slotsHeldByTask(): Map<string, number> {
+    const held = new Map<string, number>();
+    for (const entry of this.running) if (entry.holdsSlot) held.set(entry.job.type, (held.get(entry.job.type) ?? 0) + 1);
+    return held;
+  }
+
+  private offerSlots(free: number, held: Map<string, number>): ClaimWant[] {
     // No slot, no offer; and the rotation moves only when something is offered, or a poll with
     // nothing to offer would skip a task's turn.
     if (free <= 0) return [];
     const tasks = [...this.tasks.values()];
-    const counts = new Map<string, number>();
-    for (const entry of this.running) if (entry.holdsSlot) counts.set(entry.job.type, (counts.get(entry.job.type) ?? 0) + 1);
     const start = this.rotation++ % tasks.length;
     // A task with no slot left is offered LIMIT 0: the claim takes none of its jobs.
     return [...tasks.slice(start), ...tasks.slice(0, start)].map((task) => ({
       type: task.name,
-      limit: Math.min(free, task.concurrency - (counts.get(task.name) ?? 0)),
+      limit: Math.min(free, task.concurrency - (held.get(task.name) ?? 0)),
       leaseMs: task.leaseMs,
       backoffBaseMs: task.backoffBaseMs,
       backoffMaxMs: task.backoffMaxMs,
@@ -295,8 +300,8 @@ export class Supervisor {
       }
     };
     entry.actor.subscribe({
-      next: () => {
-        if (entry.holdsSlot && !runsUserCode(entry.actor)) this.freeSlot(entry);
+      next: (snapshot) => {
+        if (entry.holdsSlot && !runsUserCode(snapshot)) this.freeSlot(entry);
       },
       complete: () => {
         const output = entry.actor.getSnapshot().output!;
@@ -308,7 +313,6 @@ export class Supervisor {
       },
     });
     this.running.add(entry);
-    this.slotsHeld++;
     return entry;
   }
 
@@ -316,7 +320,6 @@ export class Supervisor {
   private freeSlot(entry: RunningJob): void {
     if (!entry.holdsSlot) return;
     entry.holdsSlot = false;
-    this.slotsHeld--;
     if (this.slotFreedQueued) return;
     this.slotFreedQueued = true;
     setImmediate(() => {
