@@ -17,6 +17,8 @@ describe("supervisor options", () => {
       schema: "picket",
       workerId: expect.any(String),
       concurrency: 10,
+      // As many jobs claimed ahead as handlers may run, when handlers free slots fast enough.
+      prefetch: 10,
       poolSize: 14,
       pollIntervalMs: 1_000,
       sweepIntervalMs: 5_000,
@@ -39,6 +41,7 @@ describe("supervisor options", () => {
       schema: "jobs_here",
       workerId: "w1",
       concurrency: 3,
+      prefetch: 0,
       pollIntervalMs: 10,
       sweepIntervalMs: 10,
       sweepBatchSize: 1,
@@ -52,6 +55,7 @@ describe("supervisor options", () => {
       schema: "jobs_here",
       workerId: "w1",
       concurrency: 3,
+      prefetch: 0,
       poolSize: 7,
       pollIntervalMs: 10,
       sweepIntervalMs: 10,
@@ -116,6 +120,7 @@ describe("supervisor options", () => {
 
   it.each([
     ["concurrency", 1],
+    ["prefetch", 0],
     ["pollIntervalMs", 10],
     ["sweepIntervalMs", 10],
     ["sweepBatchSize", 1],

@@ -14,8 +14,14 @@ describe("machine diagrams", () => {
         ...["fenced", "abandoned", "refused", "done"].map((s) => `  ${s} --> [*]`),
         "  claimed --> refused : always [not hasToken]",
         "  claimed --> deadLettering : always [not hasHandler]",
+        "  claimed --> waitingForSlot : always [not slotFree]",
         "  claimed --> running : always [not hasSchema]",
         "  claimed --> checkingPayload : always",
+        "  waitingForSlot --> running : START [not hasSchema]",
+        "  waitingForSlot --> checkingPayload : START",
+        "  waitingForSlot --> releasing : RELEASE",
+        "  waitingForSlot --> releasing : DRAIN_DEADLINE",
+        "  waitingForSlot --> fenced : LEASE_LOST",
         "  checkingPayload --> fenced : LEASE_LOST",
         "  checkingPayload --> releasing : DRAIN_DEADLINE",
         "  checkingPayload --> running : done",
@@ -57,7 +63,7 @@ describe("machine diagrams", () => {
     expect(machineTransitions(supervisorMachine).map((row) => row.source)).not.toContain("supervisor");
     expect(machineTransitions(supervisorMachine)).toHaveLength(18);
     expect(lines).toContain("  running_waiting --> running_polling : SLOT_FREED [saturated]");
-    expect(machineTransitions(jobMachine)).toHaveLength(28);
+    expect(machineTransitions(jobMachine)).toHaveLength(34);
   });
 
   it("draws final states inside nested states, a machine without an initial state, and an inline guard by its name", () => {

@@ -61,7 +61,7 @@ describe("jobs that can never succeed end dead with a clear error, never retried
     const [job] = await claimed(db.pool, "unknown-task", 1, { spec: { maxAttempts: 5 } });
     const { logger } = captureLogs();
     const runtime = createJobRuntime({ pool: db.pool, schema: "picket", logger, logPayloads: false, taskFor: () => undefined, leaseLost: () => undefined });
-    const actor = runtime.create(job!);
+    const actor = runtime.create(job!, true);
     actor.start();
     const done = await waitFor(actor, (s) => s.status === "done");
     expect(done.output).toMatchObject({ outcome: "dead", error: { kind: "no_handler" } });

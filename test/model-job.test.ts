@@ -31,6 +31,8 @@ const writeOutcomes = (statuses: string[]): AnyEvent[] => [
 /** The events the machine can receive in each state, as the runtime would produce them. */
 const eventsIn = (state: string): AnyEvent[] => {
   switch (state) {
+    case "waitingForSlot":
+      return [{ type: "START" }, { type: "RELEASE" }, { type: "DRAIN_DEADLINE" }, { type: "LEASE_LOST" }];
     case "checkingPayload":
       return [
         { type: "xstate.done.actor.payloadCheck", output: undefined },
@@ -65,10 +67,12 @@ const modelJob = (token: string): ClaimedJob =>
   ({ id: "1", type: "model", payload: {}, status: "processing", attempts: 1, maxAttempts: 3, claimToken: token, lockUntil: new Date() }) as ClaimedJob;
 
 const inputs: Array<{ name: string; input: JobMachineInput }> = [
-  { name: "a claimed job", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, hasSchema: true, timeoutMs: 100 } },
-  { name: "a job of a task without a schema", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, hasSchema: false, timeoutMs: 100 } },
-  { name: "a claim without a token", input: { job: modelJob(""), hasHandler: true, hasSchema: true, timeoutMs: 100 } },
-  { name: "a job without a handler", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: false, hasSchema: false, timeoutMs: 100 } },
+  { name: "a claimed job", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, hasSchema: true, timeoutMs: 100, slotFree: true } },
+  { name: "a job of a task without a schema", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, hasSchema: false, timeoutMs: 100, slotFree: true } },
+  { name: "a claim without a token", input: { job: modelJob(""), hasHandler: true, hasSchema: true, timeoutMs: 100, slotFree: true } },
+  { name: "a job without a handler", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: false, hasSchema: false, timeoutMs: 100, slotFree: true } },
+  { name: "a job claimed ahead of a slot", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, hasSchema: true, timeoutMs: 100, slotFree: false } },
+  { name: "a job without a schema claimed ahead of a slot", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, hasSchema: false, timeoutMs: 100, slotFree: false } },
 ];
 
 interface ModelPath {
@@ -76,6 +80,7 @@ interface ModelPath {
   hasToken: boolean;
   hasHandler: boolean;
   hasSchema: boolean;
+  slotFree: boolean;
   events: AnyEvent[];
   states: string[];
 }
@@ -90,6 +95,7 @@ const paths: ModelPath[] = inputs.flatMap(({ name, input }) =>
     hasToken: input.job.claimToken !== "",
     hasHandler: input.hasHandler,
     hasSchema: input.hasSchema,
+    slotFree: input.slotFree,
     events: path.steps.slice(1).map((s) => s.event as AnyEvent),
     states: path.steps.map((s) => String(s.state.value)),
   })),
@@ -102,6 +108,9 @@ interface Script {
   hasToken: boolean;
   hasHandler: boolean;
   hasSchema: boolean;
+  slotFree: boolean;
+  /** How a job claimed ahead of a slot stops waiting. */
+  waitEnds: "start" | "release" | "drain" | "leaseLost" | null;
   payloadValid: boolean;
   /** The payload check never settles, and this ends it. */
   validatorHangs: "timeout" | "leaseLost" | "drain" | null;
@@ -111,8 +120,12 @@ interface Script {
 }
 
 const scriptOf = (path: ModelPath): Script => {
-  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, payloadValid: true, validatorHangs: null, handler: null, write: "apply", lastAttempt: false };
+  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, slotFree: path.slotFree, waitEnds: null, payloadValid: true, validatorHangs: null, handler: null, write: "apply", lastAttempt: false };
   path.events.forEach((event, i) => {
+    if (path.states[i] === "waitingForSlot") {
+      script.waitEnds = ({ START: "start", RELEASE: "release", DRAIN_DEADLINE: "drain", LEASE_LOST: "leaseLost" } as const)[event.type as "START"];
+      return;
+    }
     if (path.states[i] === "checkingPayload") {
       if (event.type.startsWith("xstate.after.")) script.validatorHangs = "timeout";
       if (event.type === "LEASE_LOST") script.validatorHangs = "leaseLost";
@@ -182,6 +195,7 @@ const heldByOwner = (row: Row, c: Claim) => row.status === "processing" && (ours
 const rowMatchesTransient = (state: string, row: Row, c: Claim): boolean => {
   switch (state) {
     case "claimed":
+    case "waitingForSlot":
     case "checkingPayload":
     case "running":
       return heldByOwner(row, c);
@@ -247,6 +261,7 @@ const execute = async (path: ModelPath, index: number) => {
   const hang = (signal: AbortSignal) => new Promise<never>((_r, reject) => signal.addEventListener("abort", () => reject(new Error("interrupted")), { once: true }));
   let onHandlerStart: () => Promise<void> = async () => undefined;
   let onValidatorHang: () => Promise<void> = async () => undefined;
+  let handlerRuns = 0;
   const task: Task = defineTask({
     name: type,
     timeoutMs: script.handler === "timeout" || script.validatorHangs === "timeout" ? 100 : 30_000,
@@ -267,6 +282,7 @@ const execute = async (path: ModelPath, index: number) => {
         }
       : {}),
     handler: async (_payload: unknown, { signal }) => {
+      handlerRuns++;
       await onHandlerStart();
       switch (script.handler) {
         case "succeed":
@@ -287,7 +303,7 @@ const execute = async (path: ModelPath, index: number) => {
   const claim: Claim = { token: claimed!.claimToken, attempts: claimed!.attempts, thief: null, claimedRow: await readRow(db.pool, claimed!.id) };
 
   // Faults the path needs before the write: the claim lost to another worker, or a write that fails.
-  const losesLease = script.handler === "leaseLost" || script.validatorHangs === "leaseLost";
+  const losesLease = script.handler === "leaseLost" || script.validatorHangs === "leaseLost" || script.waitEnds === "leaseLost";
   if (script.write === "fenced" && !losesLease) claim.thief = await steal(db.pool, claimed!);
   if (script.write === "error") {
     await db.pool.query(`
@@ -329,7 +345,7 @@ const execute = async (path: ModelPath, index: number) => {
         checks.push(readRow(db.pool, claimed!.id).then((row) => [state, row]));
       }
     },
-  }).create(script.hasToken ? claimed! : { ...claimed!, claimToken: "" });
+  }).create(script.hasToken ? claimed! : { ...claimed!, claimToken: "" }, script.slotFree);
   const loseLease = async () => {
     // As the renewal loop does: the claim was stolen, the renewal reports fenced, the job is told.
     claim.thief = await steal(db.pool, claimed!);
@@ -346,11 +362,17 @@ const execute = async (path: ModelPath, index: number) => {
     if (script.handler === "drain") actor.send({ type: "DRAIN_DEADLINE" });
   };
   actor.start();
+  // A job claimed ahead of a slot waits until the supervisor starts it, releases it, or its lease is lost.
+  if (script.waitEnds === "start") actor.send({ type: "START" });
+  if (script.waitEnds === "release") actor.send({ type: "RELEASE" });
+  if (script.waitEnds === "drain") actor.send({ type: "DRAIN_DEADLINE" });
+  if (script.waitEnds === "leaseLost") await loseLease();
   const done = await waitFor(actor, (s) => s.status === "done", { timeout: 10_000 });
   const finalRow = await readRow(db.pool, claimed!.id);
   if (script.write === "error") await db.pool.query(`DROP TRIGGER refuse_${type.replace("-", "_")} ON picket.jobs`);
 
   expect(states, "the runtime took the path the model generated").toEqual(path.states);
+  expect(handlerRuns, "the handler runs exactly when the machine enters running").toBe(path.states.includes("running") ? 1 : 0);
   // A row read when the machine entered a state may land after the machine moved on: it must
   // match that state or one the path reaches later (the final one included).
   const finalMatches = (row: Row) => {

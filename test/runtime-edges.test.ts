@@ -112,7 +112,7 @@ describe("runtime edges", () => {
 describe("bare machines", () => {
   it("the job machine without the runtime's actors fails its handler and its write, and ends abandoned", async () => {
     const [job] = await claimed(db.pool, "bare");
-    const actor = createActor(jobMachine, { input: { job: job!, hasHandler: true, hasSchema: false, timeoutMs: 5_000 } });
+    const actor = createActor(jobMachine, { input: { job: job!, hasHandler: true, hasSchema: false, timeoutMs: 5_000, slotFree: true } });
     actor.start();
     const done = await waitFor(actor, (s) => s.status === "done", { timeout: 2_000 });
     expect(done.output).toMatchObject({ outcome: "abandoned", error: { kind: "error", message: 'picket: the runtime did not provide the "runHandler" actor' } });

@@ -22,6 +22,8 @@ export interface JobMachineInput {
   hasSchema: boolean;
   /** The task's timeout: the handler is interrupted when it runs this long. */
   timeoutMs: number;
+  /** The worker had a free slot for the job when it was claimed; without one it waits for START. */
+  slotFree: boolean;
 }
 
 /** How the machine ended; the supervisor counts these, the demo prints them. */
@@ -39,6 +41,7 @@ export interface JobMachineContext {
   hasHandler: boolean;
   hasSchema: boolean;
   timeoutMs: number;
+  slotFree: boolean;
   result: unknown;
   error: JobError | null;
   /** What we were trying to write when the claim turned out to be lost. */
@@ -52,7 +55,11 @@ export type JobMachineEvent =
   /** Lease renewal (or a progress write) found the claim fenced: stop now, write nothing. */
   | { type: "LEASE_LOST" }
   /** The supervisor's drain deadline passed: stop the handler and release the job. */
-  | { type: "DRAIN_DEADLINE" };
+  | { type: "DRAIN_DEADLINE" }
+  /** A slot freed for a job claimed ahead of one: run it now. */
+  | { type: "START" }
+  /** The drain began before the job got a slot: give it back now, unrun. */
+  | { type: "RELEASE" };
 
 /** The input every write actor gets: the claim, and what to write. */
 export interface WriteInput {
@@ -106,6 +113,7 @@ export const jobMachine = setup({
     hasToken: ({ context }) => typeof context.job.claimToken === "string" && context.job.claimToken.length > 0,
     hasHandler: ({ context }) => context.hasHandler,
     hasSchema: ({ context }) => context.hasSchema,
+    slotFree: ({ context }) => context.slotFree,
     isPermanent: (_, failure: HandlerFailure) => failure.permanent,
     applied: (_, result: FencedResult) => result.outcome === "applied",
     wentDead: (_, result: FencedResult) => result.outcome === "applied" && result.status === "dead",
@@ -131,6 +139,7 @@ export const jobMachine = setup({
     hasHandler: input.hasHandler,
     hasSchema: input.hasSchema,
     timeoutMs: input.timeoutMs,
+    slotFree: input.slotFree,
     result: undefined,
     error: null,
     intended: null,
@@ -151,10 +160,21 @@ export const jobMachine = setup({
             params: ({ context }) => ({ kind: "no_handler", message: `no handler is registered for task "${context.job.type}" in this worker` }),
           },
         },
+        // Claimed ahead of a free slot (the worker's local buffer): wait for one.
+        { guard: not("slotFree"), target: "waitingForSlot" },
         // No schema, nothing to check: one actor fewer per job on the hot path.
         { guard: not("hasSchema"), target: "running" },
         { target: "checkingPayload" },
       ],
+    },
+    waitingForSlot: {
+      on: {
+        START: [{ guard: not("hasSchema"), target: "running" }, { target: "checkingPayload" }],
+        // Nothing ran: a deploy gives the job back at once, the attempt not charged.
+        RELEASE: { target: "releasing" },
+        DRAIN_DEADLINE: { target: "releasing" },
+        LEASE_LOST: { target: "fenced" },
+      },
     },
     checkingPayload: {
       // A validator is user code too: bounded by the same timeout, lease and drain as the handler.

@@ -80,6 +80,8 @@ export const supervisorMachine = setup({
     interruptJobs: () => undefined,
     reportPollError: () => undefined,
     reportDraining: () => undefined,
+    // Provided by the runtime: jobs claimed ahead of a slot are released unrun.
+    releaseQueued: () => undefined,
   },
 }).createMachine({
   id: "supervisor",
@@ -138,7 +140,7 @@ export const supervisorMachine = setup({
       },
     },
     draining: {
-      entry: "reportDraining",
+      entry: ["reportDraining", "releaseQueued"],
       always: [
         { guard: "idle", target: "stopped" },
         { guard: "forceRequested", target: "releasing" },

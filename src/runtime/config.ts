@@ -25,6 +25,12 @@ export interface SupervisorOptions {
   /** Most handlers running at once in this worker, over all tasks; default 10. A job whose handler
    * has returned frees its slot while its outcome is written. */
   concurrency?: number;
+  /**
+   * Most jobs claimed ahead of a free slot (the worker's local buffer); default: the concurrency,
+   * 0 turns it off. A task gets buffered jobs only as many as its handlers free slots during one
+   * claim's round trip, so a task whose handlers run long never has jobs waiting in this worker.
+   */
+  prefetch?: number;
   /** Longest wait between polls when no NOTIFY arrives; default 1000 ms. */
   pollIntervalMs?: number;
   /** How often expired claims are reclaimed; default 5000 ms. */
@@ -51,6 +57,7 @@ export interface ResolvedConfig {
   schema: string;
   workerId: string;
   concurrency: number;
+  prefetch: number;
   /** Connections in the pool picket opens (not used with a caller's pool). */
   poolSize: number;
   pollIntervalMs: number;
@@ -100,6 +107,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     schema: options.schema ?? DEFAULT_SCHEMA,
     workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
     concurrency,
+    prefetch: int("prefetch", options.prefetch, concurrency, 0),
     // Claims, batched writes and renewals share the pool: a few connections beyond one per job
     // at low concurrency, and no more than 20 (batched writes need few connections).
     poolSize: Math.min(concurrency + 4, 20),

@@ -39,8 +39,8 @@ export interface JobRuntimeDeps {
 }
 
 export interface JobRuntime {
-  /** Creates (does not start) the machine for one claimed job. */
-  create(job: ClaimedJob): JobActor;
+  /** Creates (does not start) the machine for one claimed job; without a free slot it waits for START. */
+  create(job: ClaimedJob, slotFree: boolean): JobActor;
 }
 
 /** Runs an Effect under the actor's signal, so leaving the state interrupts it. */
@@ -118,10 +118,10 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   });
 
   return {
-    create: (job) => {
+    create: (job, slotFree) => {
       const task = deps.taskFor(job.type);
       return createActor(machine, {
-        input: { job, hasHandler: task !== undefined, hasSchema: task?.schema !== undefined, timeoutMs: task?.timeoutMs ?? 1 },
+        input: { job, hasHandler: task !== undefined, hasSchema: task?.schema !== undefined, timeoutMs: task?.timeoutMs ?? 1, slotFree },
         ...(deps.inspect ? { inspect: deps.inspect } : {}),
       });
     },

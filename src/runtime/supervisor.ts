@@ -30,15 +30,25 @@ interface RunningJob {
   startedAt: number;
   /** Its payload check or handler may still be running: it holds one of the worker's slots. */
   holdsSlot: boolean;
+  /** Claimed ahead of a free slot: its machine waits in `waitingForSlot`, in `queued`. */
+  waiting: boolean;
 }
 
 /** The states in which a job's user code runs; in any other a job's machine holds no slot. */
 const runsUserCode = (snapshot: ReturnType<JobActor["getSnapshot"]>): boolean =>
   snapshot.matches("running") || snapshot.matches("checkingPayload");
 
+const sum = (counts: Map<string, number>): number => {
+  let total = 0;
+  for (const n of counts.values()) total += n;
+  return total;
+};
+
 export interface SupervisorStats {
   /** Job machines alive: handlers running, and jobs whose outcome is still being written. */
   running: number;
+  /** Of those, jobs claimed ahead of a free slot and waiting for one (the local buffer). */
+  waiting: number;
   runningByTask: Record<string, number>;
   outcomes: Record<JobOutcome, number>;
   lastPollAt: Date | null;
@@ -59,7 +69,12 @@ export class Supervisor {
   // One entry per claim being run. Not keyed by job id: after a lost lease this worker may claim
   // the same job again while the stale machine is still winding down.
   private readonly running = new Set<RunningJob>();
+  /** Jobs claimed ahead of a free slot, oldest claim first: the worker's local buffer. */
+  private readonly queued: RunningJob[] = [];
   private slotFreedQueued = false;
+  /** Slots freed per task since the last claim was sent, and that claim: they size the buffer. */
+  private readonly freedSinceClaim = new Map<string, number>();
+  private lastClaim: { sentAt: number; roundTripMs: number } | undefined;
   private readonly outcomes: Record<JobOutcome, number> = {
     completed: 0,
     retried: 0,
@@ -126,6 +141,7 @@ export class Supervisor {
         reportPollError: ({ event }) =>
           this.logger.error({ err: (event as { error?: unknown }).error }, "poll failed; polling again after the interval"),
         reportDraining: () => this.logger.info({ running: this.running.size }, "draining: claiming stopped, waiting for running jobs"),
+        releaseQueued: () => this.releaseQueued(),
       },
     });
     this.actor = createActor(machine, {
@@ -186,6 +202,7 @@ export class Supervisor {
     for (const { job } of this.running) runningByTask[job.type] = (runningByTask[job.type] ?? 0) + 1;
     return {
       running: this.running.size,
+      waiting: this.queued.length,
       runningByTask,
       outcomes: { ...this.outcomes },
       lastPollAt: this.lastPollAt === null ? null : new Date(this.lastPollAt),
@@ -236,19 +253,32 @@ export class Supervisor {
       await new Promise((resolve) => setImmediate(resolve));
       // A stop() during that turn stops claiming at once: nothing more is claimed for the drain.
       if (this.stopping !== undefined) return { asked: 0, claimed: 0 };
-      // At most as many machines again as the concurrency may be writing outcomes: a database slow
-      // to record them slows the claims down too, rather than letting machines pile up.
-      const { concurrency } = this.config;
-      const held = this.slotsHeldByTask();
-      const heldInAll = [...held.values()].reduce((sum, n) => sum + n, 0);
-      const free = Math.min(concurrency - heldInAll, 2 * concurrency - this.running.size);
-      const wants = this.offerSlots(free, held);
+      const { concurrency, prefetch } = this.config;
+      const held = this.countByTask((entry) => entry.holdsSlot);
+      const slotRoom = concurrency - sum(held);
+      const ahead = this.claimAhead();
+      const bufferRoom = Math.max(0, Math.min(prefetch, sum(ahead)) - this.queued.length);
+      // Machines running handlers or writing outcomes stay within twice the concurrency: a database
+      // slow to record outcomes slows the claims down too, rather than letting machines pile up.
+      const free = Math.min(slotRoom + bufferRoom, 2 * concurrency - (this.running.size - this.queued.length));
+      const wants = this.offerSlots(free, slotRoom, held, ahead);
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
-      const asked = Math.min(free, wants.reduce((sum, want) => sum + want.limit, 0));
-      const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema, total: asked });
+      const asked = Math.min(free, wants.reduce((total, want) => total + want.limit, 0));
+      const jobs = asked > 0 ? await this.claim(wants, asked) : [];
+      // Slots freed while the claim was in flight count: recount, then hand them out in claim order.
+      const heldNow = this.countByTask((entry) => entry.holdsSlot);
+      let heldNowInAll = sum(heldNow);
       // Started after the supervisor machine has counted them (a job can finish synchronously).
-      const entries = jobs.map((job) => this.dispatch(job));
+      const entries = jobs.map((job) => {
+        const taskHeld = heldNow.get(job.type) ?? 0;
+        const slotFree = heldNowInAll < concurrency && taskHeld < (this.tasks.get(job.type)?.concurrency ?? 0);
+        if (slotFree) {
+          heldNowInAll++;
+          heldNow.set(job.type, taskHeld + 1);
+        }
+        return this.dispatch(job, slotFree);
+      });
       setImmediate(() => entries.forEach((entry) => entry.actor.start()));
       return { asked, claimed: jobs.length };
     } finally {
@@ -257,36 +287,69 @@ export class Supervisor {
     }
   }
 
-  /**
-   * Slots are counted for user code, not for bookkeeping: a job whose handler has returned frees
-   * its slot at once, while its outcome is written (the write overlaps the next claim).
-   */
-  private slotsHeldByTask(): Map<string, number> {
-    const held = new Map<string, number>();
-    for (const entry of this.running) if (entry.holdsSlot) held.set(entry.job.type, (held.get(entry.job.type) ?? 0) + 1);
-    return held;
+  /** One claim, timed: its round trip and the slots freed since it was sent size the next buffer. */
+  private async claim(wants: ClaimWant[], total: number): Promise<ClaimedJob[]> {
+    const sentAt = performance.now();
+    this.freedSinceClaim.clear();
+    const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema, total });
+    this.lastClaim = { sentAt, roundTripMs: performance.now() - sentAt };
+    return jobs;
   }
 
-  private offerSlots(free: number, held: Map<string, number>): ClaimWant[] {
+  /**
+   * Counts the running set's entries per task. Slots are counted for user code, not for
+   * bookkeeping: a job whose handler has returned frees its slot at once, while its outcome is
+   * written (the write overlaps the next claim).
+   */
+  private countByTask(counts: (entry: RunningJob) => boolean): Map<string, number> {
+    const byTask = new Map<string, number>();
+    for (const entry of this.running) if (counts(entry)) byTask.set(entry.job.type, (byTask.get(entry.job.type) ?? 0) + 1);
+    return byTask;
+  }
+
+  /**
+   * How many jobs of each task are worth claiming ahead of a free slot: as many as its handlers
+   * freed slots during one claim's round trip, at the rate they freed them since the last claim
+   * was sent. Such a job waits about one round trip for its slot, the wait the buffer hides; a
+   * task whose handlers run long gets none, so its jobs stay in the table for idle workers.
+   */
+  private claimAhead(): Map<string, number> {
+    const ahead = new Map<string, number>();
+    const now = performance.now();
+    if (this.lastClaim !== undefined) {
+      const window = now - this.lastClaim.sentAt;
+      for (const [type, freed] of this.freedSinceClaim) {
+        ahead.set(type, Math.floor((freed * 2 * this.lastClaim.roundTripMs) / window));
+      }
+    }
+    return ahead;
+  }
+
+  private offerSlots(free: number, slotRoom: number, held: Map<string, number>, ahead: Map<string, number>): ClaimWant[] {
     // No slot, no offer; and the rotation moves only when something is offered, or a poll with
     // nothing to offer would skip a task's turn.
     if (free <= 0) return [];
     const tasks = [...this.tasks.values()];
     const start = this.rotation++ % tasks.length;
-    // A task with no slot left is offered LIMIT 0: the claim takes none of its jobs.
-    return [...tasks.slice(start), ...tasks.slice(0, start)].map((task) => ({
-      type: task.name,
-      limit: Math.min(free, task.concurrency - (held.get(task.name) ?? 0)),
-      leaseMs: task.leaseMs,
-      backoffBaseMs: task.backoffBaseMs,
-      backoffMaxMs: task.backoffMaxMs,
-    }));
+    // A task with no slot left and nothing worth claiming ahead is offered LIMIT 0: the claim takes
+    // none of its jobs. The buffer's room is the worker's (prefetch), shared out by the claim.
+    return [...tasks.slice(start), ...tasks.slice(0, start)].map((task) => {
+      const room = Math.min(slotRoom, task.concurrency - (held.get(task.name) ?? 0));
+      return {
+        type: task.name,
+        limit: Math.max(0, Math.min(free, room + (ahead.get(task.name) ?? 0))),
+        leaseMs: task.leaseMs,
+        backoffBaseMs: task.backoffBaseMs,
+        backoffMaxMs: task.backoffMaxMs,
+      };
+    });
   }
 
   /** Creates the machine for a claimed job and registers it; the caller starts it. */
-  private dispatch(job: ClaimedJob): RunningJob {
-    const entry: RunningJob = { job, actor: this.jobs!.create(job), startedAt: Date.now(), holdsSlot: true };
+  private dispatch(job: ClaimedJob, slotFree: boolean): RunningJob {
+    const entry: RunningJob = { job, actor: this.jobs!.create(job, slotFree), startedAt: Date.now(), holdsSlot: slotFree, waiting: !slotFree };
     const finish = (outcome: JobOutcome, error: string | null) => {
+      this.unqueue(entry);
       this.freeSlot(entry);
       if (!this.running.delete(entry)) return;
       this.outcomes[outcome]++;
@@ -313,17 +376,51 @@ export class Supervisor {
       },
     });
     this.running.add(entry);
+    if (entry.waiting) this.queued.push(entry);
     return entry;
+  }
+
+  private unqueue(entry: RunningJob): void {
+    if (!entry.waiting) return;
+    entry.waiting = false;
+    this.queued.splice(this.queued.indexOf(entry), 1);
+  }
+
+  /** Starts waiting jobs, oldest claim first, in the slots free now; none once the drain began. */
+  private startQueued(): void {
+    if (this.queued.length === 0 || this.stopping !== undefined) return;
+    const held = this.countByTask((entry) => entry.holdsSlot);
+    let heldInAll = sum(held);
+    for (let i = 0; i < this.queued.length && heldInAll < this.config.concurrency; ) {
+      const entry = this.queued[i]!;
+      const taskHeld = held.get(entry.job.type) ?? 0;
+      if (taskHeld >= (this.tasks.get(entry.job.type)?.concurrency ?? 0)) {
+        i++;
+        continue;
+      }
+      this.unqueue(entry);
+      entry.holdsSlot = true;
+      heldInAll++;
+      held.set(entry.job.type, taskHeld + 1);
+      entry.actor.send({ type: "START" });
+    }
+  }
+
+  /** The drain began: jobs that never got a slot go back at once, unrun and uncharged. */
+  private releaseQueued(): void {
+    for (const entry of [...this.queued]) entry.actor.send({ type: "RELEASE" });
   }
 
   /** Gives a job's slot back; the machine hears of freed slots once per turn of the event loop. */
   private freeSlot(entry: RunningJob): void {
     if (!entry.holdsSlot) return;
     entry.holdsSlot = false;
+    this.freedSinceClaim.set(entry.job.type, (this.freedSinceClaim.get(entry.job.type) ?? 0) + 1);
     if (this.slotFreedQueued) return;
     this.slotFreedQueued = true;
     setImmediate(() => {
       this.slotFreedQueued = false;
+      this.startQueued();
       if (this.actor?.getSnapshot().status === "active") this.actor.send({ type: "SLOT_FREED" });
     });
   }
@@ -344,7 +441,8 @@ export class Supervisor {
         const { job, actor } = live[i]!;
         // A job that left `running` meanwhile has written (or is writing) its own outcome: its
         // renewal found the row finished, not stolen. Only a running job lost its claim.
-        if (!actor.getSnapshot().matches("running") && !actor.getSnapshot().matches("checkingPayload")) return;
+        const snapshot = actor.getSnapshot();
+        if (!runsUserCode(snapshot) && !snapshot.matches("waitingForSlot")) return;
         logger.warn(
           { job_id: job.id, task: job.type, claim_token: job.claimToken },
           `lease renewal fenced: job ${job.id} (claim ${job.claimToken}) was reclaimed; interrupting its handler`,
