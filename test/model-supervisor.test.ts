@@ -167,7 +167,7 @@ describe("supervisor machine against the real runtime", () => {
     await supervisor.stop();
   });
 
-  it("frees a slot when the handler ends, not when its outcome is written, and claims no more while as many again are writing", async () => {
+  it("frees a slot when the handler ends, not when its outcome is written, and claims no more while four times the concurrency are writing", async () => {
     // Completion writes are held until the test lets them go (through a caller's pool, so every
     // statement is real and only their timing is the test's).
     let letWritesGo: () => void = () => undefined;
@@ -179,18 +179,18 @@ describe("supervisor machine against the real runtime", () => {
     try {
       let started = 0;
       const quick = defineTask({ name: "sv-writes", handler: async () => void started++ });
-      await enqueueJobs(db.pool, Array.from({ length: 4 }, () => ({ type: "sv-writes" })));
+      await enqueueJobs(db.pool, Array.from({ length: 6 }, () => ({ type: "sv-writes" })));
       const { supervisor, outcomes } = await startWorker({ pool, tasks: [quick], concurrency: 1, pollIntervalMs: 60_000, listen: false, ...recorder() });
-      // One slot, yet a second handler runs while the first job's outcome is still being written.
-      await expect.poll(() => started, { timeout: 5_000 }).toBe(2);
+      // One slot, yet more handlers run while the first jobs' outcomes are still being written.
+      await expect.poll(() => started, { timeout: 5_000 }).toBe(4);
       await sleep(300);
-      // Two machines writing (twice the concurrency): nothing more is claimed until one is done.
-      expect(started).toBe(2);
-      expect(supervisor.stats().running).toBe(2);
+      // Four machines writing (four times the concurrency): nothing more is claimed until one is done.
+      expect(started).toBe(4);
+      expect(supervisor.stats()).toMatchObject({ running: 4, waiting: 0 });
       expect(outcomes).toEqual([]);
       letWritesGo();
-      await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(4);
-      expect(outcomes.map((o) => o.outcome)).toEqual(["completed", "completed", "completed", "completed"]);
+      await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(6);
+      expect(outcomes.map((o) => o.outcome)).toEqual(Array(6).fill("completed"));
       await supervisor.stop();
     } finally {
       letWritesGo();
