@@ -180,7 +180,7 @@ describe("supervisor machine against the real runtime", () => {
       let started = 0;
       const quick = defineTask({ name: "sv-writes", handler: async () => void started++ });
       await enqueueJobs(db.pool, Array.from({ length: 6 }, () => ({ type: "sv-writes" })));
-      const { supervisor, outcomes } = await startWorker({ pool, tasks: [quick], concurrency: 1, pollIntervalMs: 60_000, listen: false, ...recorder() });
+      const { supervisor, outcomes } = await startWorker({ pool, tasks: [quick], concurrency: 1, prefetch: 0, pollIntervalMs: 60_000, listen: false, ...recorder() });
       // One slot, yet more handlers run while the first jobs' outcomes are still being written.
       await expect.poll(() => started, { timeout: 5_000 }).toBe(4);
       await sleep(300);

@@ -1,6 +1,7 @@
 // The worker's local buffer: jobs claimed ahead of a free slot while handlers free slots quickly,
 // never more handlers than the concurrency, none claimed ahead for long handlers or with
 // prefetch 0, and the drain gives buffered jobs back unrun and uncharged.
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { enqueueJobs } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
@@ -10,16 +11,24 @@ import { startWorker } from "./support/worker.ts";
 
 const db = useTestDatabase();
 
-/** A task whose handler yields once, counting the handlers running at once and the jobs it ran. */
-const quickTask = (name: string) => {
-  const seen = { inFlight: 0, maxInFlight: 0, ran: new Set<string>() };
+/**
+ * A task whose handler waits a moment (one event-loop turn, or a query's round trip), counting the
+ * handlers running at once and the jobs it ran, in the order they started.
+ */
+const quickTask = (name: string, options: { concurrency?: number; wait?: () => Promise<unknown> } = {}) => {
+  const seen = { inFlight: 0, maxInFlight: 0, ran: new Set<string>(), order: [] as number[] };
   const task = defineTask({
     name,
+    ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     handler: async (_payload: unknown, { job }) => {
       seen.ran.add(job.id);
+      seen.order.push(Number(job.id));
       seen.maxInFlight = Math.max(seen.maxInFlight, ++seen.inFlight);
-      await new Promise((resolve) => setImmediate(resolve));
-      seen.inFlight--;
+      try {
+        await (options.wait ?? (() => new Promise((resolve) => setImmediate(resolve))))();
+      } finally {
+        seen.inFlight--;
+      }
     },
   });
   return { task, seen };
@@ -53,6 +62,38 @@ describe("local buffer", () => {
     expect(seen.maxInFlight).toBeLessThanOrEqual(4);
     expect(waiting.max).toBeGreaterThan(0);
     expect(waiting.max).toBeLessThanOrEqual(4);
+    // Oldest claim first: jobs enqueued together start in the order they were claimed.
+    expect(seen.order).toEqual([...seen.order].sort((a, b) => a - b));
+  });
+
+  it("holds the concurrency when a handler's slot is handed to a job whose machine has not started yet", async () => {
+    // Handlers that wait on the database end while the claims' machines are still being started:
+    // a freed slot then goes to a waiting job before its machine runs (its START is queued).
+    const side = new pg.Pool({ connectionString: db.url, max: 4 });
+    try {
+      const { task, seen } = quickTask("io-bound", { wait: () => side.query("SELECT 1") });
+      await enqueueJobs(db.pool, Array.from({ length: 3_000 }, () => ({ type: "io-bound" })));
+      const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [task], concurrency: 4, prefetch: 4 });
+      await expect.poll(() => outcomes.length, { timeout: 90_000 }).toBe(3_000);
+      await supervisor.stop();
+      expect(seen.maxInFlight).toBeLessThanOrEqual(4);
+      expect(outcomes.every((o) => o.outcome === "completed")).toBe(true);
+    } finally {
+      await side.end();
+    }
+  });
+
+  it("holds a task's own concurrency with jobs of that task waiting in the buffer", async () => {
+    const capped = quickTask("capped", { concurrency: 3 });
+    const other = quickTask("uncapped");
+    await enqueueJobs(db.pool, Array.from({ length: 3_000 }, (_, i) => ({ type: i % 2 === 0 ? "capped" : "uncapped" })));
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [capped.task, other.task], concurrency: 8, prefetch: 8 });
+    const waiting = trackWaiting(supervisor);
+    await expect.poll(() => outcomes.length, { timeout: 90_000 }).toBe(3_000);
+    await supervisor.stop();
+    expect(capped.seen.maxInFlight).toBeLessThanOrEqual(3);
+    expect(capped.seen.maxInFlight + other.seen.maxInFlight).toBeGreaterThan(3);
+    expect(waiting.max).toBeLessThanOrEqual(8);
   });
 
   it("with prefetch 0, claims only into free slots", async () => {
@@ -109,5 +150,63 @@ describe("local buffer", () => {
     expect(rows.filter((r) => r.status === "processing")).toEqual([]);
     expect(rows.filter((r) => r.status === "completed").length).toBe(seen.ran.size);
     expect(rows.filter((r) => r.status === "pending").length).toBe(3_000 - seen.ran.size);
+  });
+});
+
+describe("leases of jobs waiting for a slot", () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  /**
+   * One slot and a buffer: quick jobs, then one that runs five leases long, then quick ones again.
+   * Jobs claimed ahead of it wait behind it for far longer than their lease.
+   */
+  const behindALongJob = async (name: string) => {
+    const runs = new Map<string, number>();
+    const long = { running: false };
+    const task = defineTask({
+      name,
+      leaseMs: 300,
+      handler: async (p: { ms: number }, { job }) => {
+        runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+        if (p.ms === 0) return new Promise((resolve) => setImmediate(resolve));
+        long.running = true;
+        await sleep(p.ms);
+        long.running = false;
+      },
+    });
+    await enqueueJobs(db.pool, Array.from({ length: 300 }, () => ({ type: name, payload: { ms: 0 } })));
+    await enqueueJobs(db.pool, [{ type: name, payload: { ms: 1_500 } }]);
+    await enqueueJobs(db.pool, Array.from({ length: 300 }, () => ({ type: name, payload: { ms: 0 } })));
+    const worker = await startWorker({ connectionString: db.url, tasks: [task], concurrency: 1, prefetch: 4 });
+    return { runs, long, ...worker };
+  };
+
+  it("renews a waiting job's lease: nothing is reclaimed or run twice while it waits behind a long handler", async () => {
+    const { runs, long, supervisor, outcomes } = await behindALongJob("renewed");
+    let waitingBehindLong = 0;
+    while (outcomes.length < 601) {
+      if (long.running) waitingBehindLong = Math.max(waitingBehindLong, supervisor.stats().waiting);
+      await sleep(10);
+    }
+    await supervisor.stop();
+    expect(waitingBehindLong).toBeGreaterThan(0);
+    expect(outcomes.filter((o) => o.outcome !== "completed")).toEqual([]);
+    expect([...runs.values()].filter((n) => n > 1)).toEqual([]);
+  });
+
+  it("fences a waiting job whose claim was taken at the next renewal, and never runs it under that claim", async () => {
+    const { runs, long, supervisor, outcomes } = await behindALongJob("stolen");
+    await expect.poll(() => long.running && supervisor.stats().waiting > 0, { timeout: 20_000, interval: 5 }).toBe(true);
+    // The newest claim of a quick job is one still waiting behind the long one.
+    const { rows } = await db.pool.query<{ id: string }>(
+      `UPDATE picket.jobs SET claim_token = gen_random_uuid()
+        WHERE id = (SELECT id FROM picket.jobs WHERE type = 'stolen' AND status = 'processing' AND (payload->>'ms')::int = 0 ORDER BY id DESC LIMIT 1)
+        RETURNING id::text`,
+    );
+    const stolen = rows[0]!.id;
+    await expect.poll(() => outcomes.find((o) => o.id === stolen)?.outcome, { timeout: 10_000 }).toBe("fenced");
+    expect(runs.get(stolen) ?? 0).toBe(0);
+    supervisor.force();
+    await supervisor.stop();
   });
 });

@@ -34,9 +34,13 @@ interface RunningJob {
   waiting: boolean;
 }
 
-/** The states in which a job's user code runs; in any other a job's machine holds no slot. */
-const runsUserCode = (snapshot: ReturnType<JobActor["getSnapshot"]>): boolean =>
-  snapshot.matches("running") || snapshot.matches("checkingPayload");
+/**
+ * The states before a job's outcome is written: waiting for its slot (or for the START it has been
+ * sent), checking its payload, running its handler. A job holds its slot until it leaves them, and
+ * only a job still in them can lose its claim to another worker.
+ */
+const beforeOutcome = (snapshot: ReturnType<JobActor["getSnapshot"]>): boolean =>
+  snapshot.matches("waitingForSlot") || snapshot.matches("checkingPayload") || snapshot.matches("running");
 
 const sum = (counts: Map<string, number>): number => {
   let total = 0;
@@ -258,19 +262,22 @@ export class Supervisor {
       const slotRoom = concurrency - sum(held);
       const ahead = this.claimAhead();
       const bufferRoom = Math.max(0, Math.min(prefetch, sum(ahead)) - this.queued.length);
-      // Outcomes being written stay within four times the concurrency: a database slow to record
-      // them slows the claims down too, rather than letting finished jobs pile up unrecorded. Not
-      // tighter: a commit waits milliseconds for fsync, and the more outcomes share one, the more
+      // The claim takes nothing while four times the concurrency of outcomes are being written: a
+      // database slow to record them slows the claims down too, rather than letting finished jobs
+      // pile up unrecorded (jobs running then may add theirs: a bound on claiming, not on the
+      // count). Not tighter: a commit waits milliseconds for fsync, and the more outcomes share one, the more
       // jobs each costs (defaults, 20,000 no-op jobs: a bound of 2c drained ~2,400 jobs/s, 3c
       // ~3,000, 4c ~3,900, 8c or none ~4,200).
       const writing = this.running.size - sum(held) - this.queued.length;
       const free = Math.min(slotRoom + bufferRoom, 4 * concurrency - writing);
-      const wants = this.offerSlots(free, slotRoom, held, ahead);
+      const wants = this.offerSlots(free, slotRoom, bufferRoom, held, ahead);
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
       const asked = Math.min(free, wants.reduce((total, want) => total + want.limit, 0));
       const jobs = asked > 0 ? await this.claim(wants, asked) : [];
-      // Slots freed while the claim was in flight count: recount, then hand them out in claim order.
+      // Slots freed while the claim was in flight go to the jobs already waiting first, then to
+      // these, in claim order.
+      this.startQueued();
       const heldNow = this.countByTask((entry) => entry.holdsSlot);
       let heldNowInAll = sum(heldNow);
       // Started after the supervisor machine has counted them (a job can finish synchronously).
@@ -329,7 +336,7 @@ export class Supervisor {
     return ahead;
   }
 
-  private offerSlots(free: number, slotRoom: number, held: Map<string, number>, ahead: Map<string, number>): ClaimWant[] {
+  private offerSlots(free: number, slotRoom: number, bufferRoom: number, held: Map<string, number>, ahead: Map<string, number>): ClaimWant[] {
     // No slot, no offer; and the rotation moves only when something is offered, or a poll with
     // nothing to offer would skip a task's turn.
     if (free <= 0) return [];
@@ -341,7 +348,7 @@ export class Supervisor {
       const room = Math.min(slotRoom, task.concurrency - (held.get(task.name) ?? 0));
       return {
         type: task.name,
-        limit: Math.max(0, Math.min(free, room + (ahead.get(task.name) ?? 0))),
+        limit: Math.max(0, Math.min(free, room + Math.min(bufferRoom, ahead.get(task.name) ?? 0))),
         leaseMs: task.leaseMs,
         backoffBaseMs: task.backoffBaseMs,
         backoffMaxMs: task.backoffMaxMs,
@@ -368,7 +375,7 @@ export class Supervisor {
     };
     entry.actor.subscribe({
       next: (snapshot) => {
-        if (entry.holdsSlot && !runsUserCode(snapshot)) this.freeSlot(entry);
+        if (entry.holdsSlot && !beforeOutcome(snapshot)) this.freeSlot(entry);
       },
       complete: () => {
         const output = entry.actor.getSnapshot().output!;
@@ -445,8 +452,7 @@ export class Supervisor {
         const { job, actor } = live[i]!;
         // A job that left `running` meanwhile has written (or is writing) its own outcome: its
         // renewal found the row finished, not stolen. Only a running job lost its claim.
-        const snapshot = actor.getSnapshot();
-        if (!runsUserCode(snapshot) && !snapshot.matches("waitingForSlot")) return;
+        if (!beforeOutcome(actor.getSnapshot())) return;
         logger.warn(
           { job_id: job.id, task: job.type, claim_token: job.claimToken },
           `lease renewal fenced: job ${job.id} (claim ${job.claimToken}) was reclaimed; interrupting its handler`,
