@@ -42,6 +42,12 @@ interface RunningJob {
 const beforeOutcome = (snapshot: ReturnType<JobActor["getSnapshot"]>): boolean =>
   snapshot.matches("waitingForSlot") || snapshot.matches("checkingPayload") || snapshot.matches("running");
 
+/**
+ * The buffer's horizon, in claim round trips. Measured (defaults, 30,000 no-op jobs, alternating
+ * runs on one server): 2 drained 4,395-5,053 jobs/s, 4 drained 4,914-5,409.
+ */
+const AHEAD_ROUND_TRIPS = 4;
+
 const sum = (counts: Map<string, number>): number => {
   let total = 0;
   for (const n of counts.values()) total += n;
@@ -320,17 +326,17 @@ export class Supervisor {
 
   /**
    * How many jobs of each task are worth claiming ahead of a free slot: as many as its handlers
-   * freed slots during one claim's round trip, at the rate they freed them since the last claim
-   * was sent. Such a job waits about one round trip for its slot, the wait the buffer hides; a
-   * task whose handlers run long gets none, so its jobs stay in the table for idle workers.
+   * free slots in AHEAD_ROUND_TRIPS claim round trips, at the rate they freed them since the last
+   * claim was sent. Such a job waits a few round trips for its slot (milliseconds), which is about
+   * what bringing it in a fresh claim would take; a task whose handlers run long gets none, so its
+   * jobs stay in the table for idle workers.
    */
   private claimAhead(): Map<string, number> {
     const ahead = new Map<string, number>();
-    const now = performance.now();
     if (this.lastClaim !== undefined) {
-      const window = now - this.lastClaim.sentAt;
+      const window = performance.now() - this.lastClaim.sentAt;
       for (const [type, freed] of this.freedSinceClaim) {
-        ahead.set(type, Math.floor((freed * 2 * this.lastClaim.roundTripMs) / window));
+        ahead.set(type, Math.floor((freed * AHEAD_ROUND_TRIPS * this.lastClaim.roundTripMs) / window));
       }
     }
     return ahead;
