@@ -96,6 +96,26 @@ describe("local buffer", () => {
     expect(waiting.max).toBeLessThanOrEqual(8);
   });
 
+  it("claims no job of a task at its own limit while other tasks' quick handlers free slots", async () => {
+    // The quick task keeps slots turning over; the capped one may run one slow job at a time, and
+    // its other jobs must stay in the table rather than wait in this worker behind it.
+    const slow = defineTask({ name: "slow-capped", concurrency: 1, handler: () => new Promise((resolve) => setTimeout(resolve, 150)) });
+    const quick = quickTask("busy");
+    await enqueueJobs(db.pool, [
+      ...Array.from({ length: 5 }, () => ({ type: "slow-capped" })),
+      ...Array.from({ length: 2_000 }, () => ({ type: "busy" })),
+    ]);
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [slow, quick.task], concurrency: 4, prefetch: 4 });
+    let maxSlowHeld = 0;
+    const sample = setInterval(() => (maxSlowHeld = Math.max(maxSlowHeld, supervisor.stats().runningByTask["slow-capped"] ?? 0)), 1);
+    supervisor.onJobFinished(() => (maxSlowHeld = Math.max(maxSlowHeld, supervisor.stats().runningByTask["slow-capped"] ?? 0)));
+    await expect.poll(() => outcomes.length, { timeout: 60_000 }).toBe(2_005);
+    clearInterval(sample);
+    await supervisor.stop();
+    // One running, and at most one more whose outcome is still being written.
+    expect(maxSlowHeld).toBeLessThanOrEqual(2);
+  });
+
   it("with prefetch 0, claims only into free slots", async () => {
     const { task, seen } = quickTask("unbuffered");
     await enqueueJobs(db.pool, Array.from({ length: 1_000 }, () => ({ type: "unbuffered" })));
@@ -111,10 +131,10 @@ describe("local buffer", () => {
     // Long next to any claim's round trip: a job claimed ahead would wait a whole handler run. The
     // runs differ in length, so slots free one at a time, each after the last outcome was written.
     const slow = defineTask({ name: "slow", handler: (p: { ms: number }) => new Promise((resolve) => setTimeout(resolve, p.ms)) });
-    await enqueueJobs(db.pool, Array.from({ length: 8 }, (_, i) => ({ type: "slow", payload: { ms: 200 + 70 * i } })));
+    await enqueueJobs(db.pool, Array.from({ length: 6 }, (_, i) => ({ type: "slow", payload: { ms: 400 + 70 * i } })));
     const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [slow], concurrency: 2, prefetch: 10 });
     let maxProcessing = 0;
-    while (outcomes.length < 8) {
+    while (outcomes.length < 6) {
       const processing = (await statuses("slow")).filter((r) => r.status === "processing").length;
       maxProcessing = Math.max(maxProcessing, processing);
       expect(supervisor.stats().waiting).toBe(0);

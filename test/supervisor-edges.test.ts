@@ -487,7 +487,9 @@ describe("configuration reaching the runtime", () => {
     const a = defineTask({ name: "edge-a", handler: async () => void (order.push("a"), await sleep(30)) });
     const b = defineTask({ name: "edge-b", handler: async () => void (order.push("b"), await sleep(30)) });
     await enqueueJobs(db.pool, [...Array.from({ length: 3 }, () => ({ type: "edge-a" })), ...Array.from({ length: 3 }, () => ({ type: "edge-b" }))]);
-    const { outcomes } = await startWorker({ connectionString: db.url, tasks: [a, b], concurrency: 1 });
+    // Without the buffer: a job claimed ahead in one turn would run in the next (on a loaded
+    // machine a claim's round trip can be long next to 30 ms handlers).
+    const { outcomes } = await startWorker({ connectionString: db.url, tasks: [a, b], concurrency: 1, prefetch: 0 });
     await expect.poll(() => outcomes.length, { timeout: 5_000 }).toBe(6);
     expect(order).toEqual(["a", "b", "a", "b", "a", "b"]);
   });

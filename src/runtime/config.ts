@@ -27,8 +27,9 @@ export interface SupervisorOptions {
   concurrency?: number;
   /**
    * Most jobs claimed ahead of a free slot (the worker's local buffer); default: the concurrency,
-   * 0 turns it off. A task gets buffered jobs only as many as its handlers free slots during one
-   * claim's round trip, so a task whose handlers run long never has jobs waiting in this worker.
+   * 0 turns it off. A task gets only as many as its slots free in a few claim round trips (judged by
+   * how long its jobs have held a slot), so a task whose handlers run long never has jobs waiting
+   * in this worker.
    */
   prefetch?: number;
   /** Longest wait between polls when no NOTIFY arrives; default 1000 ms. */

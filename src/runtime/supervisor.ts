@@ -28,8 +28,10 @@ interface RunningJob {
   job: ClaimedJob;
   actor: JobActor;
   startedAt: number;
-  /** Its payload check or handler may still be running: it holds one of the worker's slots. */
+  /** It holds one of the worker's slots: its payload check or handler runs, or will once START is processed. */
   holdsSlot: boolean;
+  /** When it took its slot (performance.now()): how long tasks hold slots sizes the buffer. */
+  slotTakenAt: number;
   /** Claimed ahead of a free slot: its machine waits in `waitingForSlot`, in `queued`. */
   waiting: boolean;
 }
@@ -47,6 +49,9 @@ const beforeOutcome = (snapshot: ReturnType<JobActor["getSnapshot"]>): boolean =
  * runs on one server): 2 drained 4,395-5,053 jobs/s, 4 drained 4,914-5,409.
  */
 const AHEAD_ROUND_TRIPS = 4;
+
+/** Weight of the newest slot hold in a task's running mean. */
+const HOLD_WEIGHT = 0.2;
 
 const sum = (counts: Map<string, number>): number => {
   let total = 0;
@@ -82,9 +87,9 @@ export class Supervisor {
   /** Jobs claimed ahead of a free slot, oldest claim first: the worker's local buffer. */
   private readonly queued: RunningJob[] = [];
   private slotFreedQueued = false;
-  /** Slots freed per task since the last claim was sent, and that claim: they size the buffer. */
-  private readonly freedSinceClaim = new Map<string, number>();
-  private lastClaim: { sentAt: number; roundTripMs: number } | undefined;
+  /** How long each task's jobs hold a slot (a running mean), and the last claim's round trip: they size the buffer. */
+  private readonly slotHoldMs = new Map<string, number>();
+  private claimRoundTripMs: number | undefined;
   private readonly outcomes: Record<JobOutcome, number> = {
     completed: 0,
     retried: 0,
@@ -271,9 +276,9 @@ export class Supervisor {
       // The claim takes nothing while four times the concurrency of outcomes are being written: a
       // database slow to record them slows the claims down too, rather than letting finished jobs
       // pile up unrecorded (jobs running then may add theirs: a bound on claiming, not on the
-      // count). Not tighter: a commit waits milliseconds for fsync, and the more outcomes share one, the more
-      // jobs each costs (defaults, 20,000 no-op jobs: a bound of 2c drained ~2,400 jobs/s, 3c
-      // ~3,000, 4c ~3,900, 8c or none ~4,200).
+      // count). Not tighter: a commit waits milliseconds for fsync, and the more outcomes share
+      // one, the cheaper each job (defaults, 20,000 no-op jobs: a bound of 2c drained ~2,400
+      // jobs/s, 3c ~3,000, 4c ~3,900, 8c or none ~4,200).
       const writing = this.running.size - sum(held) - this.queued.length;
       const free = Math.min(slotRoom + bufferRoom, 4 * concurrency - writing);
       const wants = this.offerSlots(free, slotRoom, bufferRoom, held, ahead);
@@ -284,18 +289,9 @@ export class Supervisor {
       // Slots freed while the claim was in flight go to the jobs already waiting first, then to
       // these, in claim order.
       this.startQueued();
-      const heldNow = this.countByTask((entry) => entry.holdsSlot);
-      let heldNowInAll = sum(heldNow);
+      const takeSlot = this.slotTaker();
       // Started after the supervisor machine has counted them (a job can finish synchronously).
-      const entries = jobs.map((job) => {
-        const taskHeld = heldNow.get(job.type) ?? 0;
-        const slotFree = heldNowInAll < concurrency && taskHeld < (this.tasks.get(job.type)?.concurrency ?? 0);
-        if (slotFree) {
-          heldNowInAll++;
-          heldNow.set(job.type, taskHeld + 1);
-        }
-        return this.dispatch(job, slotFree);
-      });
+      const entries = jobs.map((job) => this.dispatch(job, takeSlot(job.type)));
       setImmediate(() => entries.forEach((entry) => entry.actor.start()));
       return { asked, claimed: jobs.length };
     } finally {
@@ -304,12 +300,11 @@ export class Supervisor {
     }
   }
 
-  /** One claim, timed: its round trip and the slots freed since it was sent size the next buffer. */
+  /** One claim, timed: its round trip sizes the next buffer. */
   private async claim(wants: ClaimWant[], total: number): Promise<ClaimedJob[]> {
     const sentAt = performance.now();
-    this.freedSinceClaim.clear();
     const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema, total });
-    this.lastClaim = { sentAt, roundTripMs: performance.now() - sentAt };
+    this.claimRoundTripMs = performance.now() - sentAt;
     return jobs;
   }
 
@@ -325,19 +320,19 @@ export class Supervisor {
   }
 
   /**
-   * How many jobs of each task are worth claiming ahead of a free slot: as many as its handlers
-   * free slots in AHEAD_ROUND_TRIPS claim round trips, at the rate they freed them since the last
-   * claim was sent. Such a job waits a few round trips for its slot (milliseconds), which is about
-   * what bringing it in a fresh claim would take; a task whose handlers run long gets none, so its
-   * jobs stay in the table for idle workers.
+   * How many jobs of each task are worth claiming ahead of a free slot: as many as its slots free
+   * in AHEAD_ROUND_TRIPS claim round trips, from how long its jobs have held a slot. Such a job
+   * waits a few round trips for its slot (milliseconds), about what bringing it in a fresh claim
+   * would take; a task whose handlers run long gets none, so its jobs stay in the table for idle
+   * workers.
    */
   private claimAhead(): Map<string, number> {
     const ahead = new Map<string, number>();
-    if (this.lastClaim !== undefined) {
-      const window = performance.now() - this.lastClaim.sentAt;
-      for (const [type, freed] of this.freedSinceClaim) {
-        ahead.set(type, Math.floor((freed * AHEAD_ROUND_TRIPS * this.lastClaim.roundTripMs) / window));
-      }
+    const roundTripMs = this.claimRoundTripMs;
+    if (roundTripMs === undefined) return ahead;
+    for (const [type, holdMs] of this.slotHoldMs) {
+      const slots = Math.min(this.config.concurrency, this.tasks.get(type)?.concurrency ?? 0);
+      ahead.set(type, Math.floor((slots * AHEAD_ROUND_TRIPS * roundTripMs) / Math.max(holdMs, 0.001)));
     }
     return ahead;
   }
@@ -364,7 +359,14 @@ export class Supervisor {
 
   /** Creates the machine for a claimed job and registers it; the caller starts it. */
   private dispatch(job: ClaimedJob, slotFree: boolean): RunningJob {
-    const entry: RunningJob = { job, actor: this.jobs!.create(job, slotFree), startedAt: Date.now(), holdsSlot: slotFree, waiting: !slotFree };
+    const entry: RunningJob = {
+      job,
+      actor: this.jobs!.create(job, slotFree),
+      startedAt: Date.now(),
+      holdsSlot: slotFree,
+      slotTakenAt: performance.now(),
+      waiting: !slotFree,
+    };
     const finish = (outcome: JobOutcome, error: string | null) => {
       this.unqueue(entry);
       this.freeSlot(entry);
@@ -403,22 +405,31 @@ export class Supervisor {
     this.queued.splice(this.queued.indexOf(entry), 1);
   }
 
+  /**
+   * Hands out the slots free now, one per call, within the worker's concurrency and the task's
+   * own: true when the job of that type gets one.
+   */
+  private slotTaker(): (type: string) => boolean {
+    const held = this.countByTask((entry) => entry.holdsSlot);
+    let heldInAll = sum(held);
+    return (type) => {
+      const taskHeld = held.get(type) ?? 0;
+      if (heldInAll >= this.config.concurrency || taskHeld >= (this.tasks.get(type)?.concurrency ?? 0)) return false;
+      heldInAll++;
+      held.set(type, taskHeld + 1);
+      return true;
+    };
+  }
+
   /** Starts waiting jobs, oldest claim first, in the slots free now; none once the drain began. */
   private startQueued(): void {
     if (this.queued.length === 0 || this.stopping !== undefined) return;
-    const held = this.countByTask((entry) => entry.holdsSlot);
-    let heldInAll = sum(held);
-    for (let i = 0; i < this.queued.length && heldInAll < this.config.concurrency; ) {
-      const entry = this.queued[i]!;
-      const taskHeld = held.get(entry.job.type) ?? 0;
-      if (taskHeld >= (this.tasks.get(entry.job.type)?.concurrency ?? 0)) {
-        i++;
-        continue;
-      }
+    const takeSlot = this.slotTaker();
+    for (const entry of [...this.queued]) {
+      if (!takeSlot(entry.job.type)) continue;
       this.unqueue(entry);
       entry.holdsSlot = true;
-      heldInAll++;
-      held.set(entry.job.type, taskHeld + 1);
+      entry.slotTakenAt = performance.now();
       entry.actor.send({ type: "START" });
     }
   }
@@ -432,7 +443,9 @@ export class Supervisor {
   private freeSlot(entry: RunningJob): void {
     if (!entry.holdsSlot) return;
     entry.holdsSlot = false;
-    this.freedSinceClaim.set(entry.job.type, (this.freedSinceClaim.get(entry.job.type) ?? 0) + 1);
+    const heldMs = performance.now() - entry.slotTakenAt;
+    const mean = this.slotHoldMs.get(entry.job.type);
+    this.slotHoldMs.set(entry.job.type, mean === undefined ? heldMs : mean + HOLD_WEIGHT * (heldMs - mean));
     if (this.slotFreedQueued) return;
     this.slotFreedQueued = true;
     setImmediate(() => {
