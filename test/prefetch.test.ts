@@ -99,17 +99,18 @@ describe("local buffer", () => {
   it("claims no job of a task at its own limit while other tasks' quick handlers free slots", async () => {
     // The quick task keeps slots turning over; the capped one may run one slow job at a time, and
     // its other jobs must stay in the table rather than wait in this worker behind it.
-    const slow = defineTask({ name: "slow-capped", concurrency: 1, handler: () => new Promise((resolve) => setTimeout(resolve, 150)) });
+    // 500 ms: far longer than a few claim round trips, even on a loaded machine.
+    const slow = defineTask({ name: "slow-capped", concurrency: 1, handler: () => new Promise((resolve) => setTimeout(resolve, 500)) });
     const quick = quickTask("busy");
     await enqueueJobs(db.pool, [
-      ...Array.from({ length: 5 }, () => ({ type: "slow-capped" })),
-      ...Array.from({ length: 2_000 }, () => ({ type: "busy" })),
+      ...Array.from({ length: 4 }, () => ({ type: "slow-capped" })),
+      ...Array.from({ length: 3_000 }, () => ({ type: "busy" })),
     ]);
     const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [slow, quick.task], concurrency: 4, prefetch: 4 });
     let maxSlowHeld = 0;
     const sample = setInterval(() => (maxSlowHeld = Math.max(maxSlowHeld, supervisor.stats().runningByTask["slow-capped"] ?? 0)), 1);
     supervisor.onJobFinished(() => (maxSlowHeld = Math.max(maxSlowHeld, supervisor.stats().runningByTask["slow-capped"] ?? 0)));
-    await expect.poll(() => outcomes.length, { timeout: 60_000 }).toBe(2_005);
+    await expect.poll(() => outcomes.length, { timeout: 60_000 }).toBe(3_004);
     clearInterval(sample);
     await supervisor.stop();
     // One running, and at most one more whose outcome is still being written.

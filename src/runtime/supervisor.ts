@@ -50,8 +50,10 @@ const beforeOutcome = (snapshot: ReturnType<JobActor["getSnapshot"]>): boolean =
  */
 const AHEAD_ROUND_TRIPS = 4;
 
-/** Weight of the newest slot hold in a task's running mean. */
-const HOLD_WEIGHT = 0.2;
+/** Weight of the newest sample in the running means that size the buffer (slot holds, round trips). */
+const NEWEST_WEIGHT = 0.2;
+
+const runningMean = (mean: number | undefined, sample: number): number => (mean === undefined ? sample : mean + NEWEST_WEIGHT * (sample - mean));
 
 const sum = (counts: Map<string, number>): number => {
   let total = 0;
@@ -87,7 +89,7 @@ export class Supervisor {
   /** Jobs claimed ahead of a free slot, oldest claim first: the worker's local buffer. */
   private readonly queued: RunningJob[] = [];
   private slotFreedQueued = false;
-  /** How long each task's jobs hold a slot (a running mean), and the last claim's round trip: they size the buffer. */
+  /** How long each task's jobs hold a slot and how long a claim takes (running means): they size the buffer. */
   private readonly slotHoldMs = new Map<string, number>();
   private claimRoundTripMs: number | undefined;
   private readonly outcomes: Record<JobOutcome, number> = {
@@ -300,11 +302,11 @@ export class Supervisor {
     }
   }
 
-  /** One claim, timed: its round trip sizes the next buffer. */
+  /** One claim, timed: its round trip feeds the mean that sizes the buffer. */
   private async claim(wants: ClaimWant[], total: number): Promise<ClaimedJob[]> {
     const sentAt = performance.now();
     const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema, total });
-    this.claimRoundTripMs = performance.now() - sentAt;
+    this.claimRoundTripMs = runningMean(this.claimRoundTripMs, performance.now() - sentAt);
     return jobs;
   }
 
@@ -443,9 +445,7 @@ export class Supervisor {
   private freeSlot(entry: RunningJob): void {
     if (!entry.holdsSlot) return;
     entry.holdsSlot = false;
-    const heldMs = performance.now() - entry.slotTakenAt;
-    const mean = this.slotHoldMs.get(entry.job.type);
-    this.slotHoldMs.set(entry.job.type, mean === undefined ? heldMs : mean + HOLD_WEIGHT * (heldMs - mean));
+    this.slotHoldMs.set(entry.job.type, runningMean(this.slotHoldMs.get(entry.job.type), performance.now() - entry.slotTakenAt));
     if (this.slotFreedQueued) return;
     this.slotFreedQueued = true;
     setImmediate(() => {
