@@ -32,8 +32,6 @@ interface RunningJob {
   holdsSlot: boolean;
   /** When it took its slot (performance.now()): how long tasks hold slots sizes the buffer. */
   slotTakenAt: number;
-  /** Claimed ahead of a free slot: its machine waits in `waitingForSlot`, in `queued`. */
-  waiting: boolean;
 }
 
 /**
@@ -86,8 +84,11 @@ export class Supervisor {
   // One entry per claim being run. Not keyed by job id: after a lost lease this worker may claim
   // the same job again while the stale machine is still winding down.
   private readonly running = new Set<RunningJob>();
-  /** Jobs claimed ahead of a free slot, oldest claim first: the worker's local buffer. */
-  private readonly queued: RunningJob[] = [];
+  /**
+   * Jobs claimed ahead of a free slot, oldest claim first (a Set keeps insertion order): the
+   * worker's local buffer. Their machines wait in `waitingForSlot`.
+   */
+  private readonly queued = new Set<RunningJob>();
   private slotFreedQueued = false;
   /** How long each task's jobs hold a slot and how long a claim takes (running means): they size the buffer. */
   private readonly slotHoldMs = new Map<string, number>();
@@ -219,7 +220,7 @@ export class Supervisor {
     for (const { job } of this.running) runningByTask[job.type] = (runningByTask[job.type] ?? 0) + 1;
     return {
       running: this.running.size,
-      waiting: this.queued.length,
+      waiting: this.queued.size,
       runningByTask,
       outcomes: { ...this.outcomes },
       lastPollAt: this.lastPollAt === null ? null : new Date(this.lastPollAt),
@@ -272,16 +273,17 @@ export class Supervisor {
       if (this.stopping !== undefined) return { asked: 0, claimed: 0 };
       const { concurrency, prefetch } = this.config;
       const held = this.countByTask((entry) => entry.holdsSlot);
-      const slotRoom = concurrency - sum(held);
+      const heldInAll = sum(held);
+      const slotRoom = concurrency - heldInAll;
       const ahead = this.claimAhead();
-      const bufferRoom = Math.max(0, Math.min(prefetch, sum(ahead)) - this.queued.length);
+      const bufferRoom = Math.max(0, Math.min(prefetch, sum(ahead)) - this.queued.size);
       // The claim takes nothing while four times the concurrency of outcomes are being written: a
       // database slow to record them slows the claims down too, rather than letting finished jobs
       // pile up unrecorded (jobs running then may add theirs: a bound on claiming, not on the
       // count). Not tighter: a commit waits milliseconds for fsync, and the more outcomes share
       // one, the cheaper each job (defaults, 20,000 no-op jobs: a bound of 2c drained ~2,400
       // jobs/s, 3c ~3,000, 4c ~3,900, 8c or none ~4,200).
-      const writing = this.running.size - sum(held) - this.queued.length;
+      const writing = this.running.size - heldInAll - this.queued.size;
       const free = Math.min(slotRoom + bufferRoom, 4 * concurrency - writing);
       const wants = this.offerSlots(free, slotRoom, bufferRoom, held, ahead);
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
@@ -367,10 +369,9 @@ export class Supervisor {
       startedAt: Date.now(),
       holdsSlot: slotFree,
       slotTakenAt: performance.now(),
-      waiting: !slotFree,
     };
     const finish = (outcome: JobOutcome, error: string | null) => {
-      this.unqueue(entry);
+      this.queued.delete(entry);
       this.freeSlot(entry);
       if (!this.running.delete(entry)) return;
       this.outcomes[outcome]++;
@@ -397,14 +398,8 @@ export class Supervisor {
       },
     });
     this.running.add(entry);
-    if (entry.waiting) this.queued.push(entry);
+    if (!slotFree) this.queued.add(entry);
     return entry;
-  }
-
-  private unqueue(entry: RunningJob): void {
-    if (!entry.waiting) return;
-    entry.waiting = false;
-    this.queued.splice(this.queued.indexOf(entry), 1);
   }
 
   /**
@@ -425,11 +420,11 @@ export class Supervisor {
 
   /** Starts waiting jobs, oldest claim first, in the slots free now; none once the drain began. */
   private startQueued(): void {
-    if (this.queued.length === 0 || this.stopping !== undefined) return;
+    if (this.queued.size === 0 || this.stopping !== undefined) return;
     const takeSlot = this.slotTaker();
-    for (const entry of [...this.queued]) {
+    for (const entry of this.queued) {
       if (!takeSlot(entry.job.type)) continue;
-      this.unqueue(entry);
+      this.queued.delete(entry);
       entry.holdsSlot = true;
       entry.slotTakenAt = performance.now();
       entry.actor.send({ type: "START" });
@@ -438,7 +433,7 @@ export class Supervisor {
 
   /** The drain began: jobs that never got a slot go back at once, unrun and uncharged. */
   private releaseQueued(): void {
-    for (const entry of [...this.queued]) entry.actor.send({ type: "RELEASE" });
+    for (const entry of this.queued) entry.actor.send({ type: "RELEASE" });
   }
 
   /** Gives a job's slot back; the machine hears of freed slots once per turn of the event loop. */
