@@ -45,8 +45,12 @@ describe("claim", () => {
     expect(claimedJob!.attempts).toBe(1);
     expect(claimedJob!.backoffBaseMs).toBe(42);
     expect(claimedJob!.backoffMaxMs).toBe(4242);
+    // The claim returns the lease it granted; lock_until is that lease from the moment the row was
+    // written, which is no earlier than the statement's start (locked_at).
+    expect(claimedJob!.leaseMs).toBe(120_000);
     const leaseMs = claimedJob!.lockUntil.getTime() - claimedJob!.lockedAt!.getTime();
-    expect(leaseMs).toBe(120_000);
+    expect(leaseMs).toBeGreaterThanOrEqual(120_000);
+    expect(leaseMs).toBeLessThan(121_000);
     expect(claimedJob!.lockedAt!.getTime()).toBeGreaterThan(before - 5_000);
   });
 

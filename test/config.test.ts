@@ -15,6 +15,9 @@ describe("supervisor options", () => {
     const config = resolveConfig(base);
     expect(config).toEqual({
       schema: "picket",
+      // Every statement is cut off after 10 s; named statements unless behind a transaction pooler.
+      statementTimeoutMs: 10_000,
+      transactionPooling: false,
       workerId: expect.any(String),
       concurrency: 10,
       // As many jobs claimed ahead as handlers may run, when handlers free slots fast enough.
@@ -24,8 +27,9 @@ describe("supervisor options", () => {
       sweepIntervalMs: 5_000,
       sweepBatchSize: 1_000,
       drainTimeoutMs: 30_000,
-      // A third of the default 20 s lease: two renewals can fail before the claim is at risk.
-      renewIntervalMs: 6_666,
+      // A quarter of the default 20 s lease: the worker counts a lease lost a fifth of it early,
+      // so one renewal may fail, or run late, without interrupting anything.
+      renewIntervalMs: 5_000,
       retention: { olderThanMs: 7 * 86_400_000, intervalMs: 3_600_000, batchSize: 1_000 },
       listen: true,
       health: false,
@@ -50,9 +54,13 @@ describe("supervisor options", () => {
       listen: false,
       health: { port: 0, host: "127.0.0.1", stalePollMs: 1 },
       logPayloads: true,
+      statementTimeoutMs: 1,
+      transactionPooling: true,
     });
     expect(config).toEqual({
       schema: "jobs_here",
+      statementTimeoutMs: 1,
+      transactionPooling: true,
       workerId: "w1",
       concurrency: 3,
       prefetch: 0,
@@ -61,7 +69,7 @@ describe("supervisor options", () => {
       sweepIntervalMs: 10,
       sweepBatchSize: 1,
       drainTimeoutMs: 0,
-      renewIntervalMs: 6_666,
+      renewIntervalMs: 5_000,
       retention: { olderThanMs: 0, intervalMs: 1_000, batchSize: 1 },
       listen: false,
       health: { port: 0, host: "127.0.0.1", stalePollMs: 1 },
@@ -75,14 +83,14 @@ describe("supervisor options", () => {
     expect(resolveConfig({ ...base, concurrency: 200 }).poolSize).toBe(20);
   });
 
-  it("renews every third of the shortest lease, never more often than every 50 ms", () => {
+  it("renews every quarter of the shortest lease, never more often than every 25 ms", () => {
     const short = defineTask({ name: "short", leaseMs: 900, handler: async () => undefined });
     const long = defineTask({ name: "long", leaseMs: 60_000, handler: async () => undefined });
-    expect(resolveConfig({ ...base, tasks: [long, short] }).renewIntervalMs).toBe(300);
-    expect(resolveConfig({ ...base, tasks: [short, long] }).renewIntervalMs).toBe(300);
-    expect(resolveConfig({ ...base, tasks: [defineTask({ name: "odd", leaseMs: 1_000, handler: async () => undefined })] }).renewIntervalMs).toBe(333);
+    expect(resolveConfig({ ...base, tasks: [long, short] }).renewIntervalMs).toBe(225);
+    expect(resolveConfig({ ...base, tasks: [short, long] }).renewIntervalMs).toBe(225);
+    expect(resolveConfig({ ...base, tasks: [defineTask({ name: "odd", leaseMs: 1_001, handler: async () => undefined })] }).renewIntervalMs).toBe(250);
     const tiny = defineTask({ name: "tiny", leaseMs: 100, handler: async () => undefined });
-    expect(resolveConfig({ ...base, tasks: [tiny] }).renewIntervalMs).toBe(50);
+    expect(resolveConfig({ ...base, tasks: [tiny] }).renewIntervalMs).toBe(25);
   });
 
   it("fills in the health server's defaults, and the stale-poll threshold from the poll interval", () => {

@@ -96,19 +96,26 @@ describe("fenced writes with odd values", () => {
     expect((await row(db.pool, c!.id)).last_error).toBe("unknown error");
   });
 
-  it("records a completion whatever the handler returned", async () => {
+  it("records any JSON result (bigints as strings), and refuses one PostgreSQL cannot store before touching any row", async () => {
     const [a, b] = await claimed(db.pool, "odd-results", 2);
+    expect((await completeJobs(db.pool, [{ id: a!.id, token: a!.claimToken, result: { big: 10n, at: new Date(0) } }]))[0]!.outcome).toBe("applied");
+    expect((await row(db.pool, a!.id)).result).toEqual({ big: "10", at: "1970-01-01T00:00:00.000Z" });
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;
-    const results = await completeJobs(db.pool, [
-      { id: a!.id, token: a!.claimToken, result: { big: 10n, text: "a\u0000b" } },
-      { id: b!.id, token: b!.claimToken, result: cyclic },
-    ]);
-    expect(results.map((r) => r.outcome)).toEqual(["applied", "applied"]);
-    expect((await row(db.pool, a!.id)).result).toEqual({ big: "10", text: "ab" });
-    expect((await row(db.pool, b!.id)).result).toEqual({ unrecordable: expect.stringMatching(/could not be stored as JSON/) });
+    const refused = async (result: unknown, message: RegExp) => {
+      await expect(completeJobs(db.pool, [{ id: b!.id, token: b!.claimToken, result }])).rejects.toThrow(message);
+      expect(await row(db.pool, b!.id)).toMatchObject({ status: "processing", result: null });
+    };
+    await refused({ text: "a\u0000b" }, /the job's result\.text contains a NUL character/);
+    await refused({ list: ["ok", "🙂".slice(0, 1)] }, /the job's result\.list\[1\] contains a lone UTF-16 surrogate/);
+    await refused({ ["\udc00"]: 1 }, /the key "\\udc00" of the job's result contains a lone UTF-16 surrogate/);
+    await refused(cyclic, /the job's result cannot be stored as JSON: Converting circular structure/);
+    await refused("x".repeat(1024 * 1024 + 1), /the job's result is 1048579 bytes as JSON; the limit is 1048576/);
+    // A string that only looks like an escape once written as JSON is stored as it is.
+    expect((await completeJobs(db.pool, [{ id: b!.id, token: b!.claimToken, result: "\\u0000 and \\ud800" }]))[0]!.outcome).toBe("applied");
+    expect((await row(db.pool, b!.id)).result).toBe("\\u0000 and \\ud800");
     const [p] = await claimed(db.pool, "odd-progress");
-    expect((await reportProgress(db.pool, [{ id: p!.id, token: p!.claimToken, progress: cyclic }]))[0]!.outcome).toBe("applied");
+    await expect(reportProgress(db.pool, [{ id: p!.id, token: p!.claimToken, progress: cyclic }])).rejects.toThrow(/the progress value cannot be stored/);
   });
 
   it("refuses a lease that is not a positive integer before touching any row", async () => {

@@ -22,27 +22,34 @@ describe("machine diagrams", () => {
         "  waitingForSlot --> releasing : RELEASE",
         "  waitingForSlot --> releasing : DRAIN_DEADLINE",
         "  waitingForSlot --> fenced : LEASE_LOST",
+        "  waitingForSlot --> releasing : LEASE_EXPIRED",
         "  checkingPayload --> fenced : LEASE_LOST",
         "  checkingPayload --> releasing : DRAIN_DEADLINE",
+        "  checkingPayload --> failing : LEASE_EXPIRED",
         "  checkingPayload --> running : done",
         "  checkingPayload --> deadLettering : error",
         "  checkingPayload --> failing : after jobTimeout",
         "  running --> fenced : LEASE_LOST",
         "  running --> releasing : DRAIN_DEADLINE",
+        "  running --> failing : LEASE_EXPIRED",
         "  running --> completing : done",
         "  running --> deadLettering : error [isPermanent]",
         "  running --> failing : error",
         "  running --> failing : after jobTimeout",
+        "  completing --> abandoned : ABANDON",
         "  completing --> done : done [applied]",
         "  completing --> fenced : done",
         "  completing --> abandoned : error",
+        "  failing --> abandoned : ABANDON",
         "  failing --> done : done [wentDead]",
         "  failing --> done : done [applied]",
         "  failing --> fenced : done",
         "  failing --> abandoned : error",
+        "  deadLettering --> abandoned : ABANDON",
         "  deadLettering --> done : done [applied]",
         "  deadLettering --> fenced : done",
         "  deadLettering --> abandoned : error",
+        "  releasing --> abandoned : ABANDON",
         "  releasing --> done : done [applied]",
         "  releasing --> fenced : done",
         "  releasing --> abandoned : error",
@@ -61,9 +68,9 @@ describe("machine diagrams", () => {
     expect(lines).toContain("  draining --> stopped : always [idle]");
     // The root's JOB_FINISHED counter is not a transition between states.
     expect(machineTransitions(supervisorMachine).map((row) => row.source)).not.toContain("supervisor");
-    expect(machineTransitions(supervisorMachine)).toHaveLength(18);
+    expect(machineTransitions(supervisorMachine)).toHaveLength(21);
     expect(lines).toContain("  running_waiting --> running_polling : SLOT_FREED [saturated]");
-    expect(machineTransitions(jobMachine)).toHaveLength(34);
+    expect(machineTransitions(jobMachine)).toHaveLength(41);
   });
 
   it("draws final states inside nested states, a machine without an initial state, and an inline guard by its name", () => {

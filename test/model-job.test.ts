@@ -26,13 +26,16 @@ const writeOutcomes = (statuses: string[]): AnyEvent[] => [
   ...statuses.map((status) => ({ type: "xstate.done.actor.write", output: { id: "1", outcome: "applied", status, runAt: new Date(), lockUntil: null } })),
   { type: "xstate.done.actor.write", output: { id: "1", outcome: "fenced" } },
   { type: "xstate.error.actor.write", error: new Error("write failed") },
+  { type: "ABANDON" },
 ];
+
+const leaseExpired: AnyEvent = { type: "LEASE_EXPIRED", unconfirmedMs: 1234 };
 
 /** The events the machine can receive in each state, as the runtime would produce them. */
 const eventsIn = (state: string): AnyEvent[] => {
   switch (state) {
     case "waitingForSlot":
-      return [{ type: "START" }, { type: "RELEASE" }, { type: "DRAIN_DEADLINE" }, { type: "LEASE_LOST" }];
+      return [{ type: "START" }, { type: "RELEASE" }, { type: "DRAIN_DEADLINE" }, { type: "LEASE_LOST" }, leaseExpired];
     case "checkingPayload":
       return [
         { type: "xstate.done.actor.payloadCheck", output: undefined },
@@ -40,6 +43,7 @@ const eventsIn = (state: string): AnyEvent[] => {
         { type: "xstate.after.jobTimeout.job.checkingPayload" },
         { type: "LEASE_LOST" },
         { type: "DRAIN_DEADLINE" },
+        leaseExpired,
       ];
     case "running":
       return [
@@ -49,6 +53,7 @@ const eventsIn = (state: string): AnyEvent[] => {
         { type: "xstate.after.jobTimeout.job.running" },
         { type: "LEASE_LOST" },
         { type: "DRAIN_DEADLINE" },
+        leaseExpired,
       ];
     case "completing":
       return writeOutcomes(["completed"]);
@@ -110,12 +115,13 @@ interface Script {
   hasSchema: boolean;
   slotFree: boolean;
   /** How a job claimed ahead of a slot stops waiting. */
-  waitEnds: "start" | "release" | "drain" | "leaseLost" | null;
+  waitEnds: "start" | "release" | "drain" | "leaseLost" | "leaseExpired" | null;
   payloadValid: boolean;
   /** The payload check never settles, and this ends it. */
-  validatorHangs: "timeout" | "leaseLost" | "drain" | null;
-  handler: "succeed" | "fail" | "permanent" | "timeout" | "leaseLost" | "drain" | null;
-  write: "apply" | "fenced" | "error";
+  validatorHangs: "timeout" | "leaseLost" | "drain" | "leaseExpired" | null;
+  handler: "succeed" | "fail" | "permanent" | "timeout" | "leaseLost" | "drain" | "leaseExpired" | null;
+  /** abandon: the write waits on a row another session holds locked until the drain gives it up. */
+  write: "apply" | "fenced" | "error" | "abandon";
   lastAttempt: boolean;
 }
 
@@ -123,13 +129,14 @@ const scriptOf = (path: ModelPath): Script => {
   const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, slotFree: path.slotFree, waitEnds: null, payloadValid: true, validatorHangs: null, handler: null, write: "apply", lastAttempt: false };
   path.events.forEach((event, i) => {
     if (path.states[i] === "waitingForSlot") {
-      script.waitEnds = ({ START: "start", RELEASE: "release", DRAIN_DEADLINE: "drain", LEASE_LOST: "leaseLost" } as const)[event.type as "START"];
+      script.waitEnds = ({ START: "start", RELEASE: "release", DRAIN_DEADLINE: "drain", LEASE_LOST: "leaseLost", LEASE_EXPIRED: "leaseExpired" } as const)[event.type as "START"];
       return;
     }
     if (path.states[i] === "checkingPayload") {
       if (event.type.startsWith("xstate.after.")) script.validatorHangs = "timeout";
       if (event.type === "LEASE_LOST") script.validatorHangs = "leaseLost";
       if (event.type === "DRAIN_DEADLINE") script.validatorHangs = "drain";
+      if (event.type === "LEASE_EXPIRED") script.validatorHangs = "leaseExpired";
       if (script.validatorHangs !== null) return;
     }
     if (event.type === "xstate.error.actor.payloadCheck") script.payloadValid = false;
@@ -138,7 +145,9 @@ const scriptOf = (path: ModelPath): Script => {
     if (event.type.startsWith("xstate.after.")) script.handler = "timeout";
     if (event.type === "LEASE_LOST") script.handler = "leaseLost";
     if (event.type === "DRAIN_DEADLINE") script.handler = "drain";
+    if (event.type === "LEASE_EXPIRED") script.handler = "leaseExpired";
     if (event.type === "xstate.error.actor.write") script.write = "error";
+    if (event.type === "ABANDON") script.write = "abandon";
     const output = event.output as { outcome?: string; status?: string } | undefined;
     if (event.type === "xstate.done.actor.write" && output?.outcome === "fenced") script.write = "fenced";
     if (event.type === "xstate.done.actor.write" && output?.status === "dead" && path.states.includes("failing")) script.lastAttempt = true;
@@ -224,7 +233,7 @@ const expectFinalRow = (outcome: string, row: Row, c: Claim, script: Script) => 
       break;
     case "dead":
       expect(row).toMatchObject({ status: "dead", claim_token: c.token, attempts: c.attempts });
-      expect(row.last_error).toMatch(/^(permanent|no_handler|invalid_payload|error|timeout): /);
+      expect(row.last_error).toMatch(/^(permanent|no_handler|invalid_payload|error|timeout|lease_expired): /);
       break;
     case "released":
       expect(row).toMatchObject({ status: "pending", claim_token: null, attempts: c.attempts - 1 });
@@ -316,18 +325,25 @@ const execute = async (path: ModelPath, index: number) => {
   if (script.write === "error" || (script.write === "fenced" && !losesLease)) {
     claim.claimedRow = await readRow(db.pool, claimed!.id);
   }
+  // Another session holds the row locked: the write finds it busy and tries again until abandoned.
+  const holder = script.write === "abandon" ? await db.connect() : null;
+  if (holder !== null) {
+    await holder.query("BEGIN");
+    await holder.query("SELECT 1 FROM picket.jobs WHERE id = $1 FOR UPDATE", [claimed!.id]);
+  }
 
   const executed: string[] = [];
   const states: string[] = [];
   const checks: Array<Promise<[string, Row]>> = [];
   const { logger } = captureLogs();
   const actor = createJobRuntime({
-    pool: db.pool,
-    schema: "picket",
+    db: db.pool,
+    statements: { schema: "picket" },
     logger,
     logPayloads: false,
     taskFor: (t) => (script.hasHandler && t === type ? task : undefined),
     leaseLost: () => undefined,
+    handlerSettled: () => undefined,
     inspect: (event) => {
       const e = event as { type: string; snapshot?: { value?: unknown }; _transitions?: unknown[]; actorRef?: { id?: string } };
       if (e.type !== "@xstate.microstep" || e.snapshot === undefined) return;
@@ -356,10 +372,13 @@ const execute = async (path: ModelPath, index: number) => {
   onValidatorHang = async () => {
     if (script.validatorHangs === "leaseLost") await loseLease();
     if (script.validatorHangs === "drain") actor.send({ type: "DRAIN_DEADLINE" });
+    // As the supervisor's lease watch does when a lease went unconfirmed past its deadline.
+    if (script.validatorHangs === "leaseExpired") actor.send(leaseExpired as never);
   };
   onHandlerStart = async () => {
     if (script.handler === "leaseLost") await loseLease();
     if (script.handler === "drain") actor.send({ type: "DRAIN_DEADLINE" });
+    if (script.handler === "leaseExpired") actor.send(leaseExpired as never);
   };
   actor.start();
   // A job claimed ahead of a slot waits until the supervisor starts it, releases it, or its lease is lost.
@@ -367,7 +386,16 @@ const execute = async (path: ModelPath, index: number) => {
   if (script.waitEnds === "release") actor.send({ type: "RELEASE" });
   if (script.waitEnds === "drain") actor.send({ type: "DRAIN_DEADLINE" });
   if (script.waitEnds === "leaseLost") await loseLease();
+  if (script.waitEnds === "leaseExpired") actor.send(leaseExpired as never);
+  if (holder !== null) {
+    // The drain's time runs out while the write is still waiting on the locked row.
+    const writeState = path.states.at(-2)!;
+    await waitFor(actor, (s) => s.matches(writeState as never), { timeout: 10_000 });
+    await new Promise((r) => setTimeout(r, 100));
+    actor.send({ type: "ABANDON" });
+  }
   const done = await waitFor(actor, (s) => s.status === "done", { timeout: 10_000 });
+  if (holder !== null) await holder.query("COMMIT");
   const finalRow = await readRow(db.pool, claimed!.id);
   if (script.write === "error") await db.pool.query(`DROP TRIGGER refuse_${type.replace("-", "_")} ON picket.jobs`);
 

@@ -31,7 +31,7 @@ describe("supervisor machine against the real runtime", () => {
   it("has a generated shortest path to every transition (the coverage target)", () => {
     // Bounded model: at most one running job, so the state space is finite.
     const paths = getShortestPaths(supervisorMachine, {
-      input: { pollIntervalMs: 100, drainTimeoutMs: 100 },
+      input: { pollIntervalMs: 100, drainTimeoutMs: 100, releaseGraceMs: 100 },
       events: (snapshot) => {
         const running = snapshot.context.running;
         return [
@@ -45,11 +45,12 @@ describe("supervisor machine against the real runtime", () => {
           { type: "xstate.error.actor.0.supervisor.running.polling", error: new Error("claim failed") },
           { type: "xstate.after.pollInterval.supervisor.running.waiting" },
           { type: "xstate.after.drainTimeout.supervisor.draining" },
+          { type: "xstate.after.releaseGrace.supervisor.releasing" },
         ] as never;
       },
     });
     const reached = new Set(paths.map((p) => JSON.stringify(p.state.value)));
-    for (const state of ['{"running":"polling"}', '{"running":"waiting"}', '"draining"', '"releasing"', '"stopped"']) {
+    for (const state of ['{"running":"polling"}', '{"running":"waiting"}', '"draining"', '"releasing"', '"abandoning"', '"stopped"']) {
       expect(reached, `no generated path reaches ${state}`).toContain(state);
     }
   });
@@ -192,6 +193,46 @@ describe("supervisor machine against the real runtime", () => {
       await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(6);
       expect(outcomes.map((o) => o.outcome)).toEqual(Array(6).fill("completed"));
       await supervisor.stop();
+    } finally {
+      letWritesGo();
+      await end();
+    }
+  });
+
+  it("gives up outcomes still being written once the release grace has passed, or at a second force", async () => {
+    // Completion writes never reach the database during this test (as with a server that stopped
+    // answering): the drain must end anyway, a grace after its deadline.
+    let letWritesGo: () => void = () => undefined;
+    const writesHeld = new Promise<void>((r) => (letWritesGo = r));
+    const { pool, end } = interceptedPool(db.url, async (statement, forward) => {
+      if (statement.name.startsWith("picket_complete")) await writesHeld;
+      return forward();
+    });
+    try {
+      const quick = defineTask({ name: "sv-unwritten", handler: async () => "ok" });
+      await enqueueJobs(db.pool, [{ type: "sv-unwritten" }]);
+      const first = await startWorker({ pool, tasks: [quick], drainTimeoutMs: 100, statementTimeoutMs: 60_000, ...recorder() });
+      await expect.poll(() => first.logs.some((l) => l.msg === "worker started") && first.supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+      await sleep(100);
+      const stoppedAt = Date.now();
+      await first.supervisor.stop();
+      // The deadline (100 ms), then the release grace (1 s): generous bounds for a loaded machine.
+      expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(1_000);
+      expect(Date.now() - stoppedAt).toBeLessThan(3_000);
+      expect(first.outcomes.map((o) => o.outcome)).toEqual(["abandoned"]);
+
+      await enqueueJobs(db.pool, [{ type: "sv-unwritten" }]);
+      const second = await startWorker({ pool, tasks: [quick], drainTimeoutMs: 60_000, statementTimeoutMs: 60_000, ...recorder() });
+      await expect.poll(() => second.supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+      await sleep(100);
+      const stopping = second.supervisor.stop();
+      const forcedAt = Date.now();
+      second.supervisor.force(); // to releasing: nothing to release, the write goes on
+      await sleep(50);
+      second.supervisor.force(); // and now: give it up
+      await stopping;
+      expect(Date.now() - forcedAt).toBeLessThan(900);
+      expect(second.outcomes.map((o) => o.outcome)).toEqual(["abandoned"]);
     } finally {
       letWritesGo();
       await end();

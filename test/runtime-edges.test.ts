@@ -33,7 +33,7 @@ describe("runtime edges", () => {
     expect(logs.filter((l) => l.msg === "LISTEN connection lost; polling continues while it reconnects")).toHaveLength(1);
   });
 
-  it("stops retrying a write that keeps failing transiently once the lease has passed, and leaves the job to the sweep", async () => {
+  it("keeps retrying an outcome write that fails transiently, renewing the claim meanwhile, until it is written", async () => {
     await db.pool.query(`
       CREATE FUNCTION picket.always_busy() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN RAISE EXCEPTION 'busy, try again' USING ERRCODE = '40001'; END $$;
@@ -41,10 +41,19 @@ describe("runtime edges", () => {
         FOR EACH ROW WHEN (NEW.status = 'completed' AND NEW.type = 'edge-busy') EXECUTE FUNCTION picket.always_busy();`);
     const task = defineTask({ name: "edge-busy", leaseMs: 300, handler: async () => "ok" });
     const job = await enqueueJob(db.pool, { type: "edge-busy" });
-    const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task], sweepIntervalMs: 60_000 });
-    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "abandoned" });
-    expect(logs.find((l) => String(l.msg).startsWith("could not record the outcome (completed)"))).toMatchObject({ level: 50, write_error: "busy, try again" });
-    expect(await row(db.pool, job.id)).toMatchObject({ status: "processing" });
+    // The worker's own sweep runs every 100 ms: it must leave the claim alone while the outcome waits.
+    const { outcomes } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(async () => (await row(db.pool, job.id)).status, { timeout: 5_000 }).toBe("processing");
+    const claimedRow = await row(db.pool, job.id);
+    await new Promise((r) => setTimeout(r, 1_500)); // five leases
+    expect(outcomes).toEqual([]);
+    const waiting = await row(db.pool, job.id);
+    expect(waiting).toMatchObject({ status: "processing", attempts: 1, claim_token: claimedRow.claim_token, errors: [] });
+    const { rows } = await db.pool.query("SELECT lock_until > now() AS alive FROM picket.jobs WHERE id = $1", [job.id]);
+    expect(rows[0].alive).toBe(true);
+    await db.pool.query("DROP TRIGGER always_busy ON picket.jobs");
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", attempts: 1, result: "ok" });
   });
 
   it("keeps a job going when its progress cannot be written, and says so", async () => {
@@ -122,7 +131,7 @@ describe("bare machines", () => {
   it("the supervisor machine without the runtime's poll reports the failure and waits", async () => {
     const errors: unknown[] = [];
     const machine = supervisorMachine.provide({ actions: { reportPollError: ({ event }) => void errors.push((event as { error?: unknown }).error) } });
-    const actor = createActor(machine, { input: { pollIntervalMs: 60_000, drainTimeoutMs: 1_000 } });
+    const actor = createActor(machine, { input: { pollIntervalMs: 60_000, drainTimeoutMs: 1_000, releaseGraceMs: 1_000 } });
     actor.start();
     await waitFor(actor, (s) => s.matches({ running: "waiting" }), { timeout: 2_000 });
     expect(errors).toEqual([new Error('picket: the runtime did not provide the "poll" actor')]);

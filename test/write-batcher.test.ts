@@ -19,12 +19,25 @@ describe("the write batcher", () => {
     expect(results.map((r) => [r.id, r.outcome])).toEqual([["1", "fenced"], ["2", "applied"], ["3", "fenced"], ["4", "applied"], ["5", "fenced"]]);
   });
 
-  it("fails every write of a failed statement, and only those", async () => {
+  it("fails every write of a statement that failed transiently (each caller retries its own), and only those", async () => {
     const write = createWriteBatcher<Claim>(async (items) => {
-      if (items.some((item) => item.id === "1")) throw new Error("statement failed");
+      if (items.some((item) => item.id === "1")) throw Object.assign(new Error("connection lost"), { code: "57P01" });
       return items.map((item) => applied(item.id));
     }, 2);
     const settled = await Promise.allSettled([1, 2, 3].map((n) => write(claim(n))));
     expect(settled.map((s) => s.status)).toEqual(["rejected", "rejected", "fulfilled"]);
+  });
+
+  it("writes each item of a batch that failed for another reason on its own, so only the item at fault fails", async () => {
+    const statements: string[][] = [];
+    const write = createWriteBatcher<Claim>(async (items) => {
+      statements.push(items.map((item) => item.id));
+      if (items.some((item) => item.id === "2")) throw Object.assign(new Error("invalid input syntax for type json"), { code: "22P02" });
+      return items.map((item) => applied(item.id));
+    });
+    const settled = await Promise.allSettled([1, 2, 3].map((n) => write(claim(n))));
+    expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((settled[1] as PromiseRejectedResult).reason).toMatchObject({ code: "22P02" });
+    expect(statements).toEqual([["1", "2", "3"], ["1"], ["2"], ["3"]]);
   });
 });

@@ -10,7 +10,10 @@ const report = (action: string, id: string, result: AdminResult, wanted: string)
   throw new Error(
     result.outcome === "not_found"
       ? `job ${id} does not exist`
-      : `job ${id} is ${result.status}; only ${wanted} jobs can be ${action}`,
+      : result.outcome === "key_taken"
+        ? `job ${id} cannot be ${action}: its key ${JSON.stringify(result.key)} is held by job ${result.heldBy}, which is ${result.heldByStatus}. ` +
+          `Let that job finish (or cancel it: picket jobs cancel ${result.heldBy}), then retry this one.`
+        : `job ${id} is ${result.status}; only ${wanted} jobs can be ${action}`,
   );
 };
 

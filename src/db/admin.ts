@@ -1,12 +1,16 @@
 import { type Job, type JobId, type JobStatus, jobColumns } from "./job-row.ts";
-import type { Queryable, SchemaOption } from "./queryable.ts";
+import { isUniqueViolation } from "./errors.ts";
+import type { Queryable, StatementOptions } from "./queryable.ts";
+import { runStatement } from "./statement.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 
 /** What an admin action did: applied, or why not. */
 export type AdminResult =
   | { outcome: "applied"; job: Job }
   | { outcome: "not_found" }
-  | { outcome: "wrong_status"; status: JobStatus };
+  | { outcome: "wrong_status"; status: JobStatus }
+  /** Retrying would make a second live job with the key: `heldBy` is the live job that has it. */
+  | { outcome: "key_taken"; key: string; heldBy: JobId; heldByStatus: JobStatus };
 
 // Admin writes name the status they act on, so they can never touch a claimed job: cancelling
 // is for pending jobs only (a running job is stopped by its worker), and retry for dead ones.
@@ -29,6 +33,14 @@ const cancelPendingSql = perSchema(
 
 const getJobSql = perSchema((schema) => `SELECT ${jobColumns("j")} FROM ${schema}.jobs AS j WHERE j.id = $1::bigint`);
 
+// The live job holding the dedupe key of job $1 (served by the unique index on live keys).
+const keyHolderSql = perSchema(
+  (schema) => `
+  SELECT h.id, h.key, h.status FROM ${schema}.jobs AS j
+  JOIN ${schema}.jobs AS h ON h.key = j.key AND h.status IN ('pending', 'processing') AND h.id <> j.id
+  WHERE j.id = $1::bigint`,
+);
+
 const checkId = (id: JobId | number): string => {
   const text = String(id);
   if (!/^[1-9][0-9]{0,18}$/.test(text)) {
@@ -38,10 +50,22 @@ const checkId = (id: JobId | number): string => {
 };
 
 const adminWrite = (sql: (schema: string) => string) =>
-  async (db: Queryable, id: JobId | number, options: SchemaOption = {}): Promise<AdminResult> => {
+  async (db: Queryable, id: JobId | number, options: StatementOptions = {}): Promise<AdminResult> => {
     const schema = options.schema ?? DEFAULT_SCHEMA;
     const jobId = checkId(id);
-    const { rows } = await db.query<Job>({ text: sql(schema), values: [jobId] });
+    let rows: Job[];
+    try {
+      ({ rows } = await runStatement<Job>(db, { text: sql(schema), values: [jobId] }, options));
+    } catch (error) {
+      // Making the job live again collided with the live job that holds its dedupe key.
+      if (!isUniqueViolation(error)) throw error;
+      // (Inside a caller's transaction the failed UPDATE aborted it: the holder cannot be read there.)
+      const holder = (
+        await runStatement<{ id: JobId; key: string; status: JobStatus }>(db, { text: keyHolderSql(schema), values: [jobId] }, options).catch(() => null)
+      )?.rows[0];
+      if (holder === undefined) throw error;
+      return { outcome: "key_taken", key: holder.key, heldBy: holder.id, heldByStatus: holder.status };
+    }
     if (rows[0] !== undefined) return { outcome: "applied", job: rows[0] };
     const current = await getJob(db, jobId, options);
     return current === null ? { outcome: "not_found" } : { outcome: "wrong_status", status: current.status };
@@ -53,7 +77,7 @@ export const retryDeadJob = adminWrite(retryDeadSql);
 /** A pending job is cancelled and will never run. */
 export const cancelPendingJob = adminWrite(cancelPendingSql);
 
-export const getJob = async (db: Queryable, id: JobId | number, options: SchemaOption = {}): Promise<Job | null> => {
-  const { rows } = await db.query<Job>({ text: getJobSql(options.schema ?? DEFAULT_SCHEMA), values: [checkId(id)] });
+export const getJob = async (db: Queryable, id: JobId | number, options: StatementOptions = {}): Promise<Job | null> => {
+  const { rows } = await runStatement<Job>(db, { text: getJobSql(options.schema ?? DEFAULT_SCHEMA), values: [checkId(id)] }, options);
   return rows[0] ?? null;
 };

@@ -1,7 +1,8 @@
 import { InvalidConfigError } from "./errors.ts";
 import { type ClaimedJob, jobColumns } from "./job-row.ts";
-import type { Queryable, SchemaOption } from "./queryable.ts";
+import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+import { runStatement } from "./statement.ts";
 
 /** What one worker wants of one task type in this claim, all from that worker's own config. */
 export interface ClaimWant {
@@ -22,7 +23,8 @@ export interface ClaimWant {
 // FOR UPDATE SKIP LOCKED lets concurrent workers claim disjoint rows without waiting (a
 // candidate locked but not dealt is only held until the statement commits). The UPDATE re-checks
 // status so the statement that writes is the one that decides. A fresh random token fences every
-// later write of this claim; attempts are counted here, at claim. The rows to write are also named
+// later write of this claim; attempts are counted here, at claim. The lease runs from the moment
+// the row is written (clock_timestamp()), as a renewal's does, and is returned with the row. The rows to write are also named
 // as an array (`j.id = ANY (...)`): without it, a plan made without the parameters' values (a
 // prepared statement's generic plan) guesses the picked set large and scans the whole table to
 // join it; with it, every plan looks the picked ids up by primary key.
@@ -50,7 +52,7 @@ const claimSql = perSchema(
       claim_token = gen_random_uuid(),
       locked_by = $6::text,
       locked_at = now(),
-      lock_until = now() + picked.lease_ms * interval '1 millisecond',
+      lock_until = clock_timestamp() + picked.lease_ms * interval '1 millisecond',
       backoff_base_ms = picked.backoff_base_ms,
       backoff_max_ms = picked.backoff_max_ms,
       attempts = j.attempts + 1,
@@ -58,7 +60,7 @@ const claimSql = perSchema(
       updated_at = now()
   FROM picked
   WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND j.id = picked.id AND j.status = 'pending'
-  RETURNING ${jobColumns("j")}`,
+  RETURNING ${jobColumns("j")}, picked.lease_ms AS "leaseMs"`,
 );
 
 const checkWant = (want: ClaimWant): void => {
@@ -85,7 +87,7 @@ export const claimJobs = async (
   db: Queryable,
   workerId: string,
   wants: readonly ClaimWant[],
-  options: SchemaOption & { total?: number } = {},
+  options: StatementOptions & { total?: number } = {},
 ): Promise<ClaimedJob[]> => {
   wants.forEach(checkWant);
   const types = new Set(wants.map((want) => want.type));
@@ -99,18 +101,22 @@ export const claimJobs = async (
   // Nothing wanted, no round trip. (A type offered no slot stays in the statement: LIMIT 0.)
   if (wants.length === 0 || total === 0) return [];
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const { rows } = await db.query<ClaimedJob>({
-    name: `picket_claim_${schema}`,
-    text: claimSql(schema),
-    values: [
-      wants.map((w) => w.type),
-      wants.map((w) => w.limit),
-      wants.map((w) => w.leaseMs),
-      wants.map((w) => w.backoffBaseMs),
-      wants.map((w) => w.backoffMaxMs),
-      workerId,
-      total,
-    ],
-  });
+  const { rows } = await runStatement<ClaimedJob>(
+    db,
+    {
+      name: `picket_claim_${schema}`,
+      text: claimSql(schema),
+      values: [
+        wants.map((w) => w.type),
+        wants.map((w) => w.limit),
+        wants.map((w) => w.leaseMs),
+        wants.map((w) => w.backoffBaseMs),
+        wants.map((w) => w.backoffMaxMs),
+        workerId,
+        total,
+      ],
+    },
+    options,
+  );
   return rows;
 };

@@ -1,7 +1,8 @@
 import { type Job, jobColumns } from "./job-row.ts";
 import { PicketError } from "./errors.ts";
 import { checkJobSpec, type CheckedJobSpec, type JobSpec } from "./job-spec.ts";
-import type { Queryable, SchemaOption } from "./queryable.ts";
+import type { Queryable, StatementOptions } from "./queryable.ts";
+import { runStatement } from "./statement.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 
 // One INSERT for any number of jobs. A live job (pending or processing) holding a spec's dedupe
@@ -34,25 +35,29 @@ const selectLiveByKey = perSchema(
 export const enqueueJobs = async (
   db: Queryable,
   specs: readonly JobSpec[],
-  options: SchemaOption = {},
+  options: StatementOptions = {},
 ): Promise<Job[]> => {
   const checked = specs.map(checkJobSpec);
   if (checked.length === 0) return [];
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const insert = async (batch: CheckedJobSpec[]) =>
     (
-      await db.query<Job>({
-        text: insertJobs(schema),
-        values: [
-          batch.map((s) => s.type),
-          batch.map((s) => s.payloadJson),
-          batch.map((s) => s.runAt),
-          batch.map((s) => s.delayMs),
-          batch.map((s) => s.priority),
-          batch.map((s) => s.maxAttempts),
-          batch.map((s) => s.key),
-        ],
-      })
+      await runStatement<Job>(
+        db,
+        {
+          text: insertJobs(schema),
+          values: [
+            batch.map((s) => s.type),
+            batch.map((s) => s.payloadJson),
+            batch.map((s) => s.runAt),
+            batch.map((s) => s.delayMs),
+            batch.map((s) => s.priority),
+            batch.map((s) => s.maxAttempts),
+            batch.map((s) => s.key),
+          ],
+        },
+        options,
+      )
     ).rows;
   const byKey = new Map<string, Job>();
   const unkeyed: Job[] = [];
@@ -67,7 +72,7 @@ export const enqueueJobs = async (
   // the lookup, the key is free again: insert those specs once more (a bounded number of rounds).
   let unresolved = checked.filter((s) => s.key !== null && !byKey.has(s.key));
   for (let round = 0; unresolved.length > 0 && round < 3; round++) {
-    const live = await db.query<Job>({ text: selectLiveByKey(schema), values: [unresolved.map((s) => s.key)] });
+    const live = await runStatement<Job>(db, { text: selectLiveByKey(schema), values: [unresolved.map((s) => s.key)] }, options);
     take(live.rows);
     unresolved = unresolved.filter((s) => !byKey.has(s.key!));
     if (unresolved.length > 0) take(await insert(unresolved));
@@ -86,5 +91,5 @@ export const enqueueJobs = async (
 };
 
 /** Enqueues one job; see enqueueJobs. */
-export const enqueueJob = async (db: Queryable, spec: JobSpec, options: SchemaOption = {}): Promise<Job> =>
+export const enqueueJob = async (db: Queryable, spec: JobSpec, options: StatementOptions = {}): Promise<Job> =>
   (await enqueueJobs(db, [spec], options))[0]!;

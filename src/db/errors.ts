@@ -30,6 +30,15 @@ export class UnknownMigrationError extends PicketError {
   override readonly name = "UnknownMigrationError";
 }
 
+/**
+ * A statement did not finish within its bound (picket's own timer, or the server's
+ * statement_timeout / lock_timeout): a lock held by another session, a slow or paused server, a
+ * black-holed connection. The statement was cancelled on the server where that was possible.
+ */
+export class StatementTimeoutError extends PicketError {
+  override readonly name = "StatementTimeoutError";
+}
+
 interface PgLikeError {
   code?: string;
   message?: string;
@@ -39,10 +48,11 @@ const asPgError = (error: unknown): PgLikeError =>
   typeof error === "object" && error !== null ? (error as PgLikeError) : {};
 
 /**
- * Errors worth retrying: serialization failures, deadlocks, admin shutdowns, connection loss.
- * Node socket errors (ECONNRESET, ...) count as connection loss.
+ * Errors worth retrying: serialization failures, deadlocks, admin shutdowns, connection loss, and
+ * statements that ran past their bound. Node socket errors (ECONNRESET, ...) count as connection loss.
  */
 export const isTransientDbError = (error: unknown): boolean => {
+  if (error instanceof StatementTimeoutError) return true;
   const code = asPgError(error).code ?? "";
   return (
     code === "40001" ||
@@ -69,3 +79,26 @@ export const isAuthFailure = (error: unknown): boolean => {
   const code = asPgError(error).code;
   return code === "28P01" || code === "28000";
 };
+
+/** 57014 (query_canceled: statement_timeout, or a cancel request) / 55P03 (lock_not_available: lock_timeout). */
+export const isTimeout = (error: unknown): boolean => {
+  const code = asPgError(error).code;
+  return code === "57014" || code === "55P03";
+};
+
+/**
+ * 26000 (a prepared statement named by Bind does not exist) / 42P05 (Parse names one that already
+ * exists): named statements that vanish or reappear between uses mean the connection is shared by
+ * a pooler in transaction mode.
+ */
+export const isPreparedStatementMismatch = (error: unknown): boolean => {
+  const code = asPgError(error).code;
+  return code === "26000" || code === "42P05";
+};
+
+/** 23505: a unique index refused the row (for picket's tables: a live job holds the dedupe key). */
+export const isUniqueViolation = (error: unknown): boolean => asPgError(error).code === "23505";
+
+/** 08P01 with PgBouncer's wording: the server refused a startup parameter picket sent. */
+export const isUnsupportedStartupParameter = (error: unknown): boolean =>
+  /unsupported startup parameter/i.test(asPgError(error).message ?? "");

@@ -1,7 +1,9 @@
 import { InvalidConfigError } from "./errors.ts";
 import type { JobId, JobStatus } from "./job-row.ts";
-import type { Queryable, SchemaOption } from "./queryable.ts";
+import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+import { runStatement } from "./statement.ts";
+import { storableJson } from "./storable-json.ts";
 import { errorSet, unfinishedAttemptSet } from "./unfinished-attempt.ts";
 
 /** The claim a write is made under: the job and the token its claim was given. */
@@ -11,16 +13,21 @@ export interface Claim {
 }
 
 /**
- * What a fenced write did to one job. "fenced" means the claim was lost (reclaimed, finished,
- * released or cancelled meanwhile): nothing was written and the caller must not act as owner.
+ * What a fenced write did to one job.
+ * - "applied": written under the live claim.
+ * - "fenced": the claim was lost (reclaimed, finished, released or cancelled meanwhile): nothing
+ *   was written and the caller must not act as owner.
+ * - "busy": another session holds the row locked (an operator's query, a migration), so nothing
+ *   was written; the claim was still ours when the statement began. Try again later.
  */
 export type FencedResult =
   | { id: JobId; outcome: "applied"; status: JobStatus; runAt: Date; lockUntil: Date | null }
-  | { id: JobId; outcome: "fenced" };
+  | { id: JobId; outcome: "fenced" }
+  | { id: JobId; outcome: "busy" };
 
 // THE FENCE. Every write after a claim matches the row by id, the claim's token, and
 // status = 'processing', and by nothing else; `c` is the batch of claims the write is made under.
-const fence = (): string => "j.id = c.id AND j.claim_token = c.token AND j.status = 'processing'";
+const fence = (row: string): string => `${row}.id = c.id AND ${row}.claim_token = c.token AND ${row}.status = 'processing'`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -30,23 +37,6 @@ interface Column<T> {
   sqlType: string;
   value: (item: T) => unknown;
 }
-
-/**
- * JSON text for a value the runtime must record whatever it is (a handler's result, progress):
- * bigints become strings and NUL characters (which jsonb cannot hold) are dropped, so one odd
- * value never makes a finished job unrecordable. A value JSON cannot express at all (a cycle) is
- * recorded as a note saying so.
- */
-export const recordableJson = (value: unknown): string | null => {
-  if (value === undefined) return null;
-  try {
-    return JSON.stringify(value, (_key, v: unknown) =>
-      typeof v === "bigint" ? v.toString() : typeof v === "string" ? v.replaceAll("\u0000", "") : v,
-    ) ?? null;
-  } catch (error) {
-    return JSON.stringify({ unrecordable: `value could not be stored as JSON: ${(error as Error).message}` });
-  }
-};
 
 /** Error text as it can be stored: never empty, without NUL characters. */
 const errorText = (error: unknown): string => {
@@ -58,54 +48,80 @@ const errorText = (error: unknown): string => {
  * Builds a fenced batch write: one UPDATE for any number of claims, whose SET may read the
  * row (j) and the claim's own values (c.<column>). Returns, per claim in input order, whether it
  * applied.
+ *
+ * The rows are locked first, in id order and skipping rows another session has locked, and only
+ * the rows locked are written: a batch never waits on a row lock, so one row held by an operator
+ * cannot hold up the other claims in the batch, and two batches cannot deadlock. A skipped row is
+ * reported busy when the statement's snapshot shows the claim live, fenced when it shows it lost
+ * (a lost claim never comes back: tokens are not reused).
  */
 const fencedWrite = <T extends Claim>(
   statement: string,
   columns: Column<T>[],
   set: (schema: string) => string,
-  check: (item: T) => void = () => undefined,
+  value: (item: T) => T = (item) => item,
 ) => {
   const sql = perSchema((schema) => {
     const params = columns.map((col, i) => `$${i + 3}::${col.sqlType}[]`);
     const names = columns.map((col) => `, ${col.name}`).join("");
     return `
-  UPDATE ${schema}.jobs AS j SET ${set(schema)}
-  FROM unnest($1::bigint[], $2::uuid[]${params.map((p) => `, ${p}`).join("")}) AS c(id, token${names})
-  WHERE ${fence()}
-  RETURNING j.id, c.token, j.status, j.run_at AS "runAt", j.lock_until AS "lockUntil"`;
+  WITH c AS (
+    SELECT * FROM unnest($1::bigint[], $2::uuid[]${params.map((p) => `, ${p}`).join("")}) AS c(id, token${names})
+  ), locked AS (
+    SELECT l.id FROM ${schema}.jobs AS l WHERE l.id = ANY ($1::bigint[]) ORDER BY l.id FOR UPDATE SKIP LOCKED
+  ), written AS (
+    UPDATE ${schema}.jobs AS j SET ${set(schema)}
+    FROM c
+    WHERE j.id = ANY (ARRAY(SELECT id FROM locked)) AND ${fence("j")}
+    RETURNING j.id, c.token, j.status, j.run_at AS "runAt", j.lock_until AS "lockUntil"
+  )
+  SELECT id, token, status, "runAt", "lockUntil" FROM written
+  UNION ALL
+  SELECT c.id, c.token, NULL, NULL, NULL FROM c
+  WHERE c.id <> ALL (ARRAY(SELECT id FROM locked))
+    AND EXISTS (SELECT 1 FROM ${schema}.jobs AS s WHERE ${fence("s")})`;
   });
-  return async (db: Queryable, items: readonly T[], options: SchemaOption = {}): Promise<FencedResult[]> => {
+  return async (db: Queryable, items: readonly T[], options: StatementOptions = {}): Promise<FencedResult[]> => {
     if (items.length === 0) return [];
-    items.forEach(check);
+    const bound = items.map(value);
     const schema = options.schema ?? DEFAULT_SCHEMA;
-    const { rows } = await db.query<{ id: JobId; token: string; status: JobStatus; runAt: Date; lockUntil: Date | null }>({
-      name: `picket_${statement}_${schema}`,
-      text: sql(schema),
-      values: [
-        items.map((item) => (/^[1-9][0-9]{0,18}$/.test(String(item.id)) ? String(item.id) : "0")),
-        // A missing or malformed token binds NULL, which the fence never matches: such a write
-        // reports fenced instead of applying unfenced or failing the whole batch.
-        items.map((item) => (typeof item.token === "string" && UUID.test(item.token) ? item.token : null)),
-        ...columns.map((col) => items.map(col.value)),
-      ],
-    });
+    const { rows } = await runStatement<{ id: JobId; token: string; status: JobStatus | null; runAt: Date; lockUntil: Date | null }>(
+      db,
+      {
+        name: `picket_${statement}_${schema}`,
+        text: sql(schema),
+        values: [
+          bound.map((item) => (/^[1-9][0-9]{0,18}$/.test(String(item.id)) ? String(item.id) : "0")),
+          // A missing or malformed token binds NULL, which the fence never matches: such a write
+          // reports fenced instead of applying unfenced or failing the whole batch.
+          bound.map((item) => (typeof item.token === "string" && UUID.test(item.token) ? item.token : null)),
+          ...columns.map((col) => bound.map(col.value)),
+        ],
+      },
+      options,
+    );
     // Matched by id and token: a stale claim batched with the live one must not read as applied.
-    const applied = new Map(rows.map((row) => [`${row.id}/${row.token}`, row]));
+    const found = new Map(rows.map((row) => [`${row.id}/${row.token}`, row]));
     return items.map((item): FencedResult => {
-      const row = applied.get(`${item.id}/${item.token}`);
-      return row === undefined
-        ? { id: item.id, outcome: "fenced" }
-        : { id: item.id, outcome: "applied", status: row.status, runAt: row.runAt, lockUntil: row.lockUntil };
+      const row = found.get(`${item.id}/${item.token}`);
+      if (row === undefined) return { id: item.id, outcome: "fenced" };
+      if (row.status === null) return { id: item.id, outcome: "busy" };
+      return { id: item.id, outcome: "applied", status: row.status, runAt: row.runAt, lockUntil: row.lockUntil };
     });
   };
 };
 
+/** Each item's JSON value checked and serialised once, before any row is touched. */
+const withJson =
+  <K extends string>(key: K, what: string) =>
+  <T extends Claim & { [P in K]?: unknown }>(item: T): T => ({ ...item, [key]: storableJson(item[key], what) });
 
 /** Completed, with the handler's result (any JSON value) if it returned one. */
 export const completeJobs = fencedWrite<Claim & { result?: unknown }>(
   "complete",
-  [{ name: "result", sqlType: "jsonb", value: (item) => recordableJson(item.result) }],
+  [{ name: "result", sqlType: "jsonb", value: (item) => item.result }],
   () => `status = 'completed', result = c.result, finished_at = now(), lock_until = NULL, updated_at = now()`,
+  withJson("result", "job's result"),
 );
 
 /** A failed attempt: pending again after the backoff, or dead when the attempts are spent. */
@@ -125,22 +141,27 @@ export const deadLetterJobs = fencedWrite<Claim & { error: string }>(
 /** Progress telemetry (any JSON value) for a running job. */
 export const reportProgress = fencedWrite<Claim & { progress: unknown }>(
   "progress",
-  [{ name: "progress", sqlType: "jsonb", value: (item) => recordableJson(item.progress) }],
+  [{ name: "progress", sqlType: "jsonb", value: (item) => item.progress }],
   () => `progress = c.progress, updated_at = now()`,
+  withJson("progress", "progress value"),
 );
 
 /**
- * Extends the leases of many running jobs in one statement; each claim names its own lease.
- * A claim reported fenced was lost, and its handler must be interrupted.
+ * Extends the leases of many running jobs in one statement; each claim names its own lease. A
+ * renewal grants a full lease from the moment it is written (clock_timestamp(), not the
+ * statement's start: a renewal that waited would otherwise write a deadline already past), and
+ * reports that deadline as lockUntil. A claim reported fenced was lost, and its handler must be
+ * interrupted; one reported busy was not renewed this time.
  */
 export const renewLeases = fencedWrite<Claim & { leaseMs: number }>(
   "renew",
   [{ name: "lease_ms", sqlType: "int", value: (item) => item.leaseMs }],
-  () => `lock_until = now() + c.lease_ms * interval '1 millisecond', updated_at = now()`,
+  () => `lock_until = clock_timestamp() + c.lease_ms * interval '1 millisecond', updated_at = now()`,
   (item) => {
     if (!Number.isInteger(item.leaseMs) || item.leaseMs < 1 || item.leaseMs > 2_147_483_647) {
       throw new InvalidConfigError(`picket: lease renewal for job ${item.id}: leaseMs must be an integer from 1 to 2147483647 (got ${String(item.leaseMs)}).`);
     }
+    return item;
   },
 );
 

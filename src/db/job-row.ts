@@ -42,10 +42,9 @@ export interface ClaimedJob extends Job {
   status: "processing";
   claimToken: string;
   lockUntil: Date;
+  /** The lease the claim granted (lock_until = the moment it was written + this); renewals grant it again. */
+  leaseMs: number;
 }
-
-/** The lease this claim was given: the row describes itself, whatever this worker's config. */
-export const claimLeaseMs = (job: ClaimedJob): number => Math.max(1, job.lockUntil.getTime() - (job.lockedAt ?? job.lockUntil).getTime());
 
 /** Column list for `RETURNING` / `SELECT`, aliased to Job's field names; `alias` qualifies it. */
 export const jobColumns = (alias: string): string =>

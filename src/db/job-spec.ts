@@ -1,4 +1,5 @@
 import { InvalidJobError } from "./errors.ts";
+import { MAX_VALUE_BYTES, unstorableText } from "./storable-json.ts";
 
 /** What a caller asks for when enqueueing one job. */
 export interface JobSpec {
@@ -33,7 +34,7 @@ export interface CheckedJobSpec {
 }
 
 /** Largest payload, as UTF-8 JSON text. Larger data belongs in storage, referenced by the payload. */
-export const MAX_PAYLOAD_BYTES = 1024 * 1024;
+export const MAX_PAYLOAD_BYTES = MAX_VALUE_BYTES;
 export const MAX_TYPE_LENGTH = 128;
 export const MAX_KEY_LENGTH = 512;
 export const DEFAULT_MAX_ATTEMPTS = 5;
@@ -67,13 +68,16 @@ export const checkTaskName = (type: unknown, where = "job"): string => {
 
 /**
  * Finds the first value JSON would silently change or drop (functions, symbols, bigint, NaN,
- * Infinity, Dates, Maps, class instances, cycles, NUL characters PostgreSQL's jsonb rejects) and
- * names its path. Plain `undefined` object properties are allowed: they mean "absent".
+ * Infinity, Dates, Maps, class instances, cycles) or PostgreSQL's jsonb cannot store (a NUL
+ * character or a lone UTF-16 surrogate, in a string or a key) and names its path. Plain
+ * `undefined` object properties are allowed: they mean "absent".
  */
 const findNonJson = (value: unknown, path: string, seen: Set<object>): string | null => {
   switch (typeof value) {
-    case "string":
-      return value.includes("\u0000") ? `${path} contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store` : null;
+    case "string": {
+      const why = unstorableText(value);
+      return why === null ? null : `${path} ${why}`;
+    }
     case "boolean":
       return null;
     case "number":
@@ -105,6 +109,8 @@ const findNonJson = (value: unknown, path: string, seen: Set<object>): string | 
   }
   seen.add(object);
   for (const [key, child] of Object.entries(object)) {
+    const why = unstorableText(key);
+    if (why !== null) return `the key ${JSON.stringify(key)} of ${path} ${why}`;
     if (child === undefined) continue;
     const bad = findNonJson(child, `${path}.${key}`, seen);
     if (bad !== null) return bad;

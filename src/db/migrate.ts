@@ -1,9 +1,13 @@
 import { createHash } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import type pg from "pg";
-import { MigrationChecksumError, UnknownMigrationError } from "./errors.ts";
-import type { SchemaOption } from "./queryable.ts";
+import { MigrationChecksumError, StatementTimeoutError, UnknownMigrationError } from "./errors.ts";
+import type { StatementOptions } from "./queryable.ts";
 import { checkSchemaName, DEFAULT_SCHEMA } from "./schema-name.ts";
+import { checkOut, runStatement } from "./statement.ts";
+
+/** A migration may rebuild an index on a large table: its statements get minutes, not seconds. */
+export const DEFAULT_MIGRATION_TIMEOUT_MS = 300_000;
 
 const MIGRATIONS_DIR = new URL("./migrations/", import.meta.url);
 const FILE_NAME = /^(\d{4})_[a-z0-9_]+\.sql$/;
@@ -47,41 +51,53 @@ export const readMigrations = async (dir: URL = MIGRATIONS_DIR): Promise<Migrati
  * keyed by the schema, so concurrent migrators queue behind each other and the later ones find
  * nothing to do. A file whose checksum differs from the one recorded when it was applied is
  * refused: released migrations are never edited, and silently diverging schemas are worse than
- * a failed start.
+ * a failed start. Every wait (for a connection, the advisory lock, a table lock, a statement) is
+ * bounded by `timeoutMs` (default 5 minutes); the transaction's own lock and statement timeouts
+ * are set with SET LOCAL, so nothing outlives it on a pooled connection.
  */
 export const migrate = async (
   db: pg.Pool | pg.ClientBase,
-  options: SchemaOption & { migrations?: MigrationFile[] } = {},
+  options: StatementOptions & { migrations?: MigrationFile[] } = {},
 ): Promise<MigrateResult> => {
   const schema = checkSchemaName(options.schema ?? DEFAULT_SCHEMA);
   const files = options.migrations ?? (await readMigrations());
-  const client = "totalCount" in db ? await db.connect() : db;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_MIGRATION_TIMEOUT_MS;
+  const client = "totalCount" in db ? await checkOut(db, timeoutMs) : db;
+  const run = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => runStatement<R>(client, { text, ...(values ? { values } : {}) }, { timeoutMs });
+  let failure: unknown;
   try {
-    await client.query("BEGIN");
+    await run("BEGIN");
     try {
-      const result = await applyPending(client, schema, files);
-      await client.query("COMMIT");
+      // SET takes no parameters; timeoutMs is a checked integer (milliseconds, the setting's unit).
+      await run(`SET LOCAL lock_timeout = ${timeoutMs}`);
+      await run(`SET LOCAL statement_timeout = ${timeoutMs}`);
+      const result = await applyPending(run, schema, files);
+      await run("COMMIT");
       return result;
     } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
+      failure = error;
+      await run("ROLLBACK").catch(() => undefined);
+      if (error instanceof StatementTimeoutError) {
+        throw new StatementTimeoutError(
+          `picket: migrating schema "${schema}" waited more than ${timeoutMs} ms (for another migrator, or for a lock held on picket's tables by a long query); nothing was changed. ` +
+            `Find the blocking session in pg_stat_activity, or pass a longer timeout.`,
+          { cause: error },
+        );
+      }
       throw error;
     }
   } finally {
-    if (client !== db) (client as pg.PoolClient).release();
+    // A connection whose statement timed out is in an unknown state: the pool destroys it.
+    if (client !== db) (client as pg.PoolClient).release(failure instanceof StatementTimeoutError ? failure : undefined);
   }
 };
 
-const applyPending = async (
-  client: pg.ClientBase,
-  schema: string,
-  files: MigrationFile[],
-): Promise<MigrateResult> => {
-  await client.query({
-    text: "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-    values: [`picket:migrate:${schema}`],
-  });
-  await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-  await client.query(
+type Run = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
+
+const applyPending = async (run: Run, schema: string, files: MigrationFile[]): Promise<MigrateResult> => {
+  await run("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`picket:migrate:${schema}`]);
+  await run(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+  await run(
     `CREATE TABLE IF NOT EXISTS ${schema}.migrations (
        version    integer PRIMARY KEY,
        name       text NOT NULL,
@@ -89,9 +105,7 @@ const applyPending = async (
        applied_at timestamptz NOT NULL DEFAULT now()
      )`,
   );
-  const { rows: applied } = await client.query<AppliedRow>(
-    `SELECT version, name, checksum FROM ${schema}.migrations ORDER BY version`,
-  );
+  const { rows: applied } = await run<AppliedRow>(`SELECT version, name, checksum FROM ${schema}.migrations ORDER BY version`);
   const known = new Map(files.map((file) => [file.version, file]));
   for (const row of applied) {
     const file = known.get(row.version);
@@ -112,11 +126,8 @@ const applyPending = async (
   const done = new Set(applied.map((row) => row.version));
   const pending = files.filter((file) => !done.has(file.version));
   for (const file of pending) {
-    await client.query(file.sql.replaceAll("{{schema}}", schema));
-    await client.query({
-      text: `INSERT INTO ${schema}.migrations (version, name, checksum) VALUES ($1, $2, $3)`,
-      values: [file.version, file.name, file.checksum],
-    });
+    await run(file.sql.replaceAll("{{schema}}", schema));
+    await run(`INSERT INTO ${schema}.migrations (version, name, checksum) VALUES ($1, $2, $3)`, [file.version, file.name, file.checksum]);
   }
   return { applied: pending.map((file) => file.name) };
 };

@@ -1,5 +1,6 @@
 import pg from "pg";
-import { DatabaseUnreachableError, isAuthFailure, isMissingDatabase } from "./errors.ts";
+import { DatabaseUnreachableError, isAuthFailure, isMissingDatabase, isUnsupportedStartupParameter } from "./errors.ts";
+import { DEFAULT_STATEMENT_TIMEOUT_MS, destroySocket, runStatement } from "./statement.ts";
 
 export interface PoolOptions {
   connectionString: string;
@@ -7,6 +8,13 @@ export interface PoolOptions {
   max?: number;
   /** Called for errors on idle connections (a server restart, a network blip). */
   onIdleError?: (error: Error) => void;
+  /**
+   * The connection string goes through a pooler in transaction mode (PgBouncer, ...): picket
+   * sets no session state on its connections. Default false.
+   */
+  transactionPooling?: boolean;
+  /** The server-side statement and lock timeout of each connection (not set under transactionPooling); default 10 s. */
+  statementTimeoutMs?: number;
 }
 
 /** Where a connection string points, without its password, for error messages and logs. */
@@ -25,6 +33,8 @@ export const unreachable = (connectionString: string, error: unknown): DatabaseU
   const reason = error instanceof Error ? error.message : String(error);
   const what = isMissingDatabase(error)
     ? "The server is up but that database does not exist: create it, or fix the name in DATABASE_URL."
+    : isUnsupportedStartupParameter(error)
+      ? "This looks like a pooler (PgBouncer) that refuses session settings: if it runs in transaction mode, set transactionPooling: true (--transaction-pooling)."
     : isAuthFailure(error)
       ? "The server refused the user or password in DATABASE_URL."
       : "Check DATABASE_URL (or --database-url) and that the server is running and reachable.";
@@ -34,8 +44,21 @@ export const unreachable = (connectionString: string, error: unknown): DatabaseU
 };
 
 /**
+ * Session settings every picket connection starts with, sent in the startup packet (no extra
+ * round trip, and nothing a pooler could hand to another client: PgBouncer refuses the packet
+ * rather than share it, which is why they are left out under transactionPooling).
+ * - Each prepared statement is planned once per connection. picket's statements are written to
+ *   have a good plan without their parameters' values (test/explain.test.ts plans them so); left
+ *   to choose, PostgreSQL re-plans the claim at every call (~0.3 ms of a ~1 ms claim).
+ * - A statement or lock wait is cut off by the server at the same bound picket's own timer keeps
+ *   (src/db/statement.ts), so a worker killed mid-statement leaves nothing waiting to commit later.
+ */
+const sessionSettings = (statementTimeoutMs: number): string =>
+  `-c plan_cache_mode=force_generic_plan -c statement_timeout=${statementTimeoutMs} -c lock_timeout=${statementTimeoutMs}`;
+
+/**
  * Opens a pool and proves it can connect, so a bad DATABASE_URL fails at start with a clear
- * message instead of at the first claim.
+ * message instead of at the first claim. TCP keepalive finds a connection whose peer vanished.
  */
 export const openPool = async (options: PoolOptions): Promise<pg.Pool> => {
   try {
@@ -45,25 +68,47 @@ export const openPool = async (options: PoolOptions): Promise<pg.Pool> => {
       `picket: the connection string is not a URL (expected postgres://user:password@host:5432/database).`,
     );
   }
+  const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.max ?? 10,
     connectionTimeoutMillis: 10_000,
-    // Each connection plans each prepared statement once. picket's statements are written to have
-    // a good plan without their parameters' values (test/explain.test.ts plans them so); left to
-    // choose, PostgreSQL re-plans the claim at every call (~0.3 ms of a ~1 ms claim). pg-pool runs
-    // this before handing the connection out, with its error listener attached, and closes the
-    // connection if it fails. Session state: behind PgBouncer in transaction mode it would reach
-    // other clients' sessions, so point picket's own pool at PostgreSQL (or use session mode).
-    onConnect: async (client) => void (await client.query("SET plan_cache_mode = force_generic_plan")),
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    ...(options.transactionPooling ? {} : { options: sessionSettings(statementTimeoutMs) }),
   });
   // Without a listener, an error on an idle connection would crash the process.
   pool.on("error", options.onIdleError ?? (() => undefined));
   try {
-    await pool.query("SELECT 1");
+    await runStatement(pool, { text: "SELECT 1" }, { timeoutMs: 10_000 });
   } catch (error) {
     await pool.end().catch(() => undefined);
     throw unreachable(options.connectionString, error);
   }
   return pool;
 };
+
+/**
+ * Opens a connection of its own (not a pool's), runs SELECT 1 and closes it, within `timeoutMs`:
+ * whether the server answers a newcomer now. Resolves with null when it does, else with why not.
+ */
+export const probeConnection = (config: pg.ClientConfig, timeoutMs: number): Promise<string | null> =>
+  new Promise((resolve) => {
+    const client = new pg.Client({ ...config, connectionTimeoutMillis: timeoutMs, keepAlive: true });
+    client.on("error", () => undefined);
+    const finish = (reason: string | null) => {
+      clearTimeout(timer);
+      resolve(reason);
+      // A server that stopped answering would keep end() waiting for its reply: close the socket.
+      if (reason === null) client.end().catch(() => undefined);
+      else destroySocket(client);
+    };
+    const timer = setTimeout(() => finish(`no answer to SELECT 1 on a new connection within ${timeoutMs} ms`), timeoutMs);
+    client
+      .connect()
+      .then(() => client.query("SELECT 1"))
+      .then(
+        () => finish(null),
+        (error: unknown) => finish(error instanceof Error ? error.message : String(error)),
+      );
+  });

@@ -10,8 +10,19 @@ export interface Queryable {
   ): Promise<pg.QueryResult<R>>;
 }
 
-/** Options every statement takes: which schema the job table lives in. */
-export interface SchemaOption {
+/** Options every statement takes: where the job table lives, and how statements may run. */
+export interface StatementOptions {
   /** Schema of picket's tables; default "picket". */
   schema?: string;
+  /**
+   * Longest a statement may take, waiting for a connection and for locks included; past it the
+   * statement is cancelled on the server and fails with a StatementTimeoutError. Default 10 s.
+   */
+  timeoutMs?: number;
+  /**
+   * Name hot statements, so each connection parses and plans them once. false for connections
+   * shared by a pooler in transaction mode (PgBouncer), where a named statement prepared on one
+   * server connection is missing on the next. Default true.
+   */
+  preparedStatements?: boolean;
 }

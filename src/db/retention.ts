@@ -1,5 +1,6 @@
 import { InvalidConfigError } from "./errors.ts";
-import type { Queryable, SchemaOption } from "./queryable.ts";
+import type { Queryable, StatementOptions } from "./queryable.ts";
+import { runStatement } from "./statement.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 
 export type FinishedStatus = "completed" | "dead" | "cancelled";
@@ -28,7 +29,7 @@ const deleteFinishedSql = perSchema(
 export const deleteFinishedJobs = async (
   db: Queryable,
   args: { olderThanMs: number; batchSize: number; statuses?: readonly FinishedStatus[] },
-  options: SchemaOption = {},
+  options: StatementOptions = {},
 ): Promise<number> => {
   if (!Number.isInteger(args.batchSize) || args.batchSize < 1 || !Number.isFinite(args.olderThanMs) || args.olderThanMs < 0) {
     throw new InvalidConfigError(
@@ -36,9 +37,10 @@ export const deleteFinishedJobs = async (
     );
   }
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const result = await db.query({
-    text: deleteFinishedSql(schema),
-    values: [args.statuses ?? ["completed", "cancelled"], args.olderThanMs, args.batchSize],
-  });
+  const result = await runStatement(
+    db,
+    { text: deleteFinishedSql(schema), values: [args.statuses ?? ["completed", "cancelled"], args.olderThanMs, args.batchSize] },
+    options,
+  );
   return result.rowCount ?? 0;
 };

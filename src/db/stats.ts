@@ -1,4 +1,5 @@
-import type { Queryable, SchemaOption } from "./queryable.ts";
+import type { Queryable, StatementOptions } from "./queryable.ts";
+import { runStatement } from "./statement.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import type { JobStatus } from "./job-row.ts";
 
@@ -26,12 +27,12 @@ const recentDeadSql = perSchema(
   FROM ${schema}.jobs WHERE status = 'dead' ORDER BY finished_at DESC NULLS LAST LIMIT $1`,
 );
 
-export const queueStats = async (db: Queryable, options: SchemaOption & { deadLimit?: number } = {}): Promise<QueueStats> => {
+export const queueStats = async (db: Queryable, options: StatementOptions & { deadLimit?: number } = {}): Promise<QueueStats> => {
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const [counts, oldest, dead] = await Promise.all([
-    db.query<QueueStats["counts"][number]>({ text: countsSql(schema) }),
-    db.query<{ age: number | null }>({ text: oldestReadySql(schema) }),
-    db.query<QueueStats["recentDead"][number]>({ text: recentDeadSql(schema), values: [options.deadLimit ?? 10] }),
+    runStatement<QueueStats["counts"][number]>(db, { text: countsSql(schema) }, options),
+    runStatement<{ age: number | null }>(db, { text: oldestReadySql(schema) }, options),
+    runStatement<QueueStats["recentDead"][number]>(db, { text: recentDeadSql(schema), values: [options.deadLimit ?? 10] }, options),
   ]);
   return { counts: counts.rows, oldestReadyAgeSeconds: oldest.rows[0]?.age ?? null, recentDead: dead.rows };
 };

@@ -1,7 +1,8 @@
 import { InvalidConfigError } from "./errors.ts";
 import type { JobId, JobStatus } from "./job-row.ts";
-import type { Queryable, SchemaOption } from "./queryable.ts";
+import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+import { runStatement } from "./statement.ts";
 import { unfinishedAttemptSet } from "./unfinished-attempt.ts";
 
 export interface SweptJob {
@@ -21,13 +22,15 @@ export interface SweptJob {
 // database's clock, never recomputed here) did not finish its attempt, so it gets exactly what a
 // handler failure gets: the one backoff, or dead. `lock_until < now()` keeps the column bare so
 // the partial sweep index serves it; SKIP LOCKED passes over rows a live owner is writing right
-// now, and the UPDATE re-checks the predicate on the row it writes.
+// now, and the UPDATE re-checks the predicate on the row it writes. The sweeping worker names the
+// claims it holds and is renewing ($2): it never reclaims those, even when their lease ran out on
+// the server while it could not reach it (their outcome is on its way, and the fence decides).
 const sweepSql = perSchema(
   (schema) => `
   WITH stale AS (
     SELECT s.id, s.claim_token, s.locked_by, s.lock_until
     FROM ${schema}.jobs AS s
-    WHERE s.status = 'processing' AND s.lock_until < now()
+    WHERE s.status = 'processing' AND s.lock_until < now() AND s.claim_token <> ALL ($2::uuid[])
     ORDER BY s.lock_until
     LIMIT $1
     FOR UPDATE SKIP LOCKED
@@ -38,27 +41,28 @@ const sweepSql = perSchema(
     `format('lease expired: claim %s by %s was not renewed after %s', stale.claim_token, coalesce(stale.locked_by, 'an unknown worker'), stale.lock_until)`,
   )}
   FROM stale
-  WHERE j.id = stale.id AND j.status = 'processing' AND j.lock_until < now()
+  WHERE j.id = stale.id AND j.status = 'processing' AND j.lock_until < now() AND j.claim_token <> ALL ($2::uuid[])
   RETURNING j.id, j.type, j.status, j.attempts, j.run_at AS "runAt", stale.claim_token AS "lostToken", stale.locked_by AS "lostBy"`,
 );
 
 /**
- * Requeues (or dead-letters) at most `batchSize` processing jobs whose lease expired. Returns
- * what it moved, so the caller can log counts and the lost tokens.
+ * Requeues (or dead-letters) at most `batchSize` processing jobs whose lease expired, except the
+ * claims named in `held` (the sweeping worker's own). Returns what it moved, so the caller can
+ * log counts and the lost tokens.
  */
 export const sweepExpiredClaims = async (
   db: Queryable,
   batchSize: number,
-  options: SchemaOption = {},
+  options: StatementOptions & { held?: readonly string[] } = {},
 ): Promise<SweptJob[]> => {
   if (!Number.isInteger(batchSize) || batchSize < 1) {
     throw new InvalidConfigError(`picket: sweep batch size must be an integer ≥ 1 (got ${String(batchSize)}).`);
   }
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const { rows } = await db.query<SweptJob>({
-    name: `picket_sweep_${schema}`,
-    text: sweepSql(schema),
-    values: [batchSize],
-  });
+  const { rows } = await runStatement<SweptJob>(
+    db,
+    { name: `picket_sweep_${schema}`, text: sweepSql(schema), values: [batchSize, options.held ?? []] },
+    options,
+  );
   return rows;
 };

@@ -7,7 +7,7 @@ import { assign, fromPromise, not, setup } from "xstate";
 import type { ClaimedJob, FencedResult } from "../db/index.ts";
 
 /** Why an attempt did not finish, as recorded on the row and in the logs. */
-export type JobErrorKind = "error" | "timeout" | "permanent" | "no_handler" | "invalid_payload";
+export type JobErrorKind = "error" | "timeout" | "permanent" | "no_handler" | "invalid_payload" | "lease_expired";
 
 export interface JobError {
   kind: JobErrorKind;
@@ -33,7 +33,7 @@ export type JobOutcome =
   | "dead" // failure written: dead (attempts spent or permanent)
   | "released" // given back at the drain deadline, attempt not charged
   | "fenced" // a write (or a lease renewal) found the claim lost: nothing written by us
-  | "abandoned" // the outcome could not be written; the sweep will retry the job after its lease
+  | "abandoned" // the outcome could not be written (or the drain's time ran out); the sweep retries the job after its lease
   | "refused"; // no claim token: never run, never written
 
 export interface JobMachineContext {
@@ -59,7 +59,14 @@ export type JobMachineEvent =
   /** A slot freed for a job claimed ahead of one: run it now. */
   | { type: "START" }
   /** The drain began before the job got a slot: give it back now, unrun. */
-  | { type: "RELEASE" };
+  | { type: "RELEASE" }
+  /**
+   * The claim's lease was not confirmed by the database in time (the worker's own clock, with a
+   * margin below the server's deadline): stop the handler before another worker may take the job.
+   */
+  | { type: "LEASE_EXPIRED"; unconfirmedMs: number }
+  /** The drain's time is over: give up whatever is still being written; the sweep takes the job back. */
+  | { type: "ABANDON" };
 
 /** The input every write actor gets: the claim, and what to write. */
 export interface WriteInput {
@@ -86,11 +93,27 @@ const failureOf = (error: unknown): HandlerFailure =>
     ? (error as HandlerFailure)
     : { permanent: false, message: error instanceof Error ? error.message : String(error) };
 
+const leaseExpired = ({ context, event }: { context: JobMachineContext; event: JobMachineEvent }): JobError => ({
+  kind: "lease_expired",
+  message:
+    `the lease was not confirmed by the database for ${Math.round((event as { unconfirmedMs?: number }).unconfirmedMs ?? 0)} ms ` +
+    `(lease ${context.job.leaseMs} ms); the handler was interrupted so that no other worker runs the job at the same time`,
+});
+
 const writeInput = ({ context }: { context: JobMachineContext }): WriteInput => ({
   job: context.job,
   result: context.result,
   error: context.error,
 });
+
+// In every write state: a write still in flight when the drain's time is over is given up. The row
+// keeps the claim, and the sweep takes the job back after its lease.
+const giveUpWrite = {
+  ABANDON: {
+    target: "abandoned",
+    actions: { type: "setWriteError", params: "the drain's time ran out before the write finished" },
+  },
+} as const;
 
 export const jobMachine = setup({
   types: {
@@ -174,6 +197,8 @@ export const jobMachine = setup({
         RELEASE: { target: "releasing" },
         DRAIN_DEADLINE: { target: "releasing" },
         LEASE_LOST: { target: "fenced" },
+        // Nothing ran: give the job back, its attempt not charged.
+        LEASE_EXPIRED: { target: "releasing" },
       },
     },
     checkingPayload: {
@@ -190,6 +215,7 @@ export const jobMachine = setup({
       on: {
         LEASE_LOST: { target: "fenced", actions: { type: "setIntended", params: "completed" as JobOutcome } },
         DRAIN_DEADLINE: { target: "releasing" },
+        LEASE_EXPIRED: { target: "failing", actions: { type: "setError", params: leaseExpired } },
       },
       invoke: {
         id: "payloadCheck",
@@ -241,10 +267,13 @@ export const jobMachine = setup({
           actions: { type: "setIntended", params: "completed" as JobOutcome },
         },
         DRAIN_DEADLINE: { target: "releasing" },
+        // The attempt did not finish: charged and retried after the backoff, like a crash the sweep finds.
+        LEASE_EXPIRED: { target: "failing", actions: { type: "setError", params: leaseExpired } },
       },
     },
     completing: {
       entry: { type: "setIntended", params: "completed" as JobOutcome },
+      on: giveUpWrite,
       invoke: {
         id: "write",
         src: "writeCompletion",
@@ -258,6 +287,7 @@ export const jobMachine = setup({
     },
     failing: {
       entry: { type: "setIntended", params: "retried" as JobOutcome },
+      on: giveUpWrite,
       invoke: {
         id: "write",
         src: "writeFailure",
@@ -272,6 +302,7 @@ export const jobMachine = setup({
     },
     deadLettering: {
       entry: { type: "setIntended", params: "dead" as JobOutcome },
+      on: giveUpWrite,
       invoke: {
         id: "write",
         src: "writeDeadLetter",
@@ -285,6 +316,7 @@ export const jobMachine = setup({
     },
     releasing: {
       entry: { type: "setIntended", params: "released" as JobOutcome },
+      on: giveUpWrite,
       invoke: {
         id: "write",
         src: "writeRelease",

@@ -6,6 +6,8 @@ import { assign, fromCallback, fromPromise, setup } from "xstate";
 export interface SupervisorInput {
   pollIntervalMs: number;
   drainTimeoutMs: number;
+  /** How long, after the drain deadline, releases and outcomes still being written may finish. */
+  releaseGraceMs: number;
 }
 
 /** What one poll did: `asked` slots offered to the claim, `claimed` jobs started. */
@@ -17,6 +19,7 @@ export interface PollOutput {
 export interface SupervisorContext {
   pollIntervalMs: number;
   drainTimeoutMs: number;
+  releaseGraceMs: number;
   /** Job machines started and not yet finished (a finished handler's write may be in flight). */
   running: number;
   /** STOP arrived while a poll was in flight: drain once the poll has finished. */
@@ -30,7 +33,7 @@ export interface SupervisorContext {
 export type SupervisorEvent =
   /** Begin the drain; idempotent. */
   | { type: "STOP" }
-  /** Skip the rest of the drain deadline: interrupt and release now. */
+  /** Skip the rest of the drain deadline: interrupt and release now (while releasing: give up the writes now). */
   | { type: "FORCE" }
   /** Poll now: a NOTIFY arrived. */
   | { type: "WAKE" }
@@ -67,6 +70,7 @@ export const supervisorMachine = setup({
   delays: {
     pollInterval: ({ context }) => context.pollIntervalMs,
     drainTimeout: ({ context }) => context.drainTimeoutMs,
+    releaseGrace: ({ context }) => context.releaseGraceMs,
   },
   actions: {
     requestStop: assign({ stopRequested: true }),
@@ -78,6 +82,8 @@ export const supervisorMachine = setup({
     countFinished: assign({ running: ({ context }) => Math.max(0, context.running - 1) }),
     // Provided by the runtime: the drain deadline reaches every running job machine.
     interruptJobs: () => undefined,
+    // Provided by the runtime: every job machine still writing gives the write up.
+    abandonJobs: () => undefined,
     reportPollError: () => undefined,
     reportDraining: () => undefined,
     // Provided by the runtime: jobs claimed ahead of a slot are released unrun.
@@ -88,6 +94,7 @@ export const supervisorMachine = setup({
   context: ({ input }) => ({
     pollIntervalMs: input.pollIntervalMs,
     drainTimeoutMs: input.drainTimeoutMs,
+    releaseGraceMs: input.releaseGraceMs,
     running: 0,
     stopRequested: false,
     forceRequested: false,
@@ -148,8 +155,17 @@ export const supervisorMachine = setup({
       after: { drainTimeout: { target: "releasing" } },
       on: { FORCE: { target: "releasing" } },
     },
+    // Handlers are interrupted and their jobs released; outcomes already being written may finish.
+    // Bounded whatever the database does: after the grace, or at a second FORCE, every write still
+    // in flight is given up (the sweep takes those jobs back after their lease), so stop() ends.
     releasing: {
       entry: "interruptJobs",
+      always: { guard: "idle", target: "stopped" },
+      after: { releaseGrace: { target: "abandoning" } },
+      on: { FORCE: { target: "abandoning" } },
+    },
+    abandoning: {
+      entry: "abandonJobs",
       always: { guard: "idle", target: "stopped" },
     },
     stopped: { type: "final" },

@@ -2,20 +2,33 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { DEFAULT_SCHEMA, InvalidConfigError } from "../db/index.ts";
+import { checkSchemaName, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, InvalidConfigError } from "../db/index.ts";
 import type { Logger } from "./logger.ts";
 import type { Task } from "./task.ts";
 
 export interface SupervisorOptions {
   /** Tasks this worker runs; it claims only their types. */
   tasks: readonly Task<any, any>[];
-  /**
-   * A connection string, or `pool`. Given beside `pool`, it is used for the LISTEN connection only
-   * (for a pool behind PgBouncer in transaction mode, which cannot LISTEN).
-   */
+  /** A connection string, or `pool`. */
   connectionString?: string;
   /** Your own pool; picket will not end it. */
   pool?: pg.Pool;
+  /**
+   * The connection string (or pool) goes through a pooler in transaction mode (PgBouncer, ...):
+   * picket names no prepared statements and sets no session state on those connections. Give
+   * `listenConnectionString` too, or new jobs are found by polling only. Default false.
+   */
+  transactionPooling?: boolean;
+  /**
+   * A direct connection to PostgreSQL for LISTEN (a connection through a pooler in transaction
+   * mode receives no notifications). Default: the connection string, else the pool's settings.
+   */
+  listenConnectionString?: string;
+  /**
+   * Longest any statement may take, waiting for a connection and for locks included, before it is
+   * cancelled and fails (then retried where that is safe); default 10 s.
+   */
+  statementTimeoutMs?: number;
   /** Schema of picket's tables; default "picket". */
   schema?: string;
   /** Run migrations before starting; default false. */
@@ -56,6 +69,8 @@ export interface SupervisorOptions {
 
 export interface ResolvedConfig {
   schema: string;
+  statementTimeoutMs: number;
+  transactionPooling: boolean;
   workerId: string;
   concurrency: number;
   prefetch: number;
@@ -92,10 +107,17 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
   if (!options.connectionString && !options.pool) {
     throw new InvalidConfigError("picket: give the supervisor a connectionString (e.g. process.env.DATABASE_URL) or a pg pool.");
   }
+  if (options.connectionString && options.pool) {
+    throw new InvalidConfigError(
+      "picket: give the supervisor a connectionString or a pool, not both (for LISTEN on a direct connection beside a pooled one, use listenConnectionString).",
+    );
+  }
   const concurrency = int("concurrency", options.concurrency, 10, 1);
   const pollIntervalMs = int("pollIntervalMs", options.pollIntervalMs, 1_000, 10);
-  // Renew three times per lease: two renewals can fail before the claim is at risk.
-  const renewIntervalMs = Math.max(50, Math.floor(Math.min(...options.tasks.map((t) => t.leaseMs)) / 3));
+  // Renew four times per lease: a claim's lease counts as lost on the worker's own clock a fifth of
+  // a lease before the server's deadline (leaseMarginMs), so a renewal may fail, or be jittered
+  // late, once per lease without interrupting anything.
+  const renewIntervalMs = Math.max(25, Math.floor(Math.min(...options.tasks.map((t) => t.leaseMs)) / 4));
   const retention =
     options.retention === false
       ? false
@@ -105,7 +127,9 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
           batchSize: int("retention.batchSize", options.retention?.batchSize, 1_000, 1),
         };
   return {
-    schema: options.schema ?? DEFAULT_SCHEMA,
+    schema: checkSchemaName(options.schema ?? DEFAULT_SCHEMA),
+    statementTimeoutMs: int("statementTimeoutMs", options.statementTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, 1),
+    transactionPooling: options.transactionPooling ?? false,
     workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
     concurrency,
     prefetch: int("prefetch", options.prefetch, concurrency, 0),

@@ -1,20 +1,25 @@
-// A bookkeeping write as an Effect: retried on transient database errors (a restart, a dropped
-// connection) for as long as the claim can still be worth writing, then left to fail (the job
-// machine leaves such a job to the sweep). Never turned into a handler failure.
+// A job's outcome write as an Effect. The outcome is kept until it is written or fenced: transient
+// database errors (a restart, a dropped connection, a statement past its bound) and a row another
+// session holds locked ("busy") are retried for as long as it takes, while lease renewal keeps the
+// claim alive. It is given up only when the machine leaves the write state: the drain's time ran
+// out, or the process ends (then the sweep takes the job back). Never a handler failure.
 import { Effect, Schedule } from "effect";
-import { isTransientDbError } from "../db/index.ts";
+import { isTransientDbError, type FencedResult } from "../db/index.ts";
+
+/** The row was locked by another session when the write came: it is tried again. */
+class RowBusy {
+  readonly _tag = "RowBusy";
+}
+
+/** Retry spacing: 50 ms doubling, at most 1 s apart, jittered so a batch of writes does not retry in step. */
+const retrySpacing = Schedule.min([Schedule.exponential("50 millis", 2), Schedule.spaced("1 second")]).pipe(Schedule.jittered);
 
 /**
- * Retries `run` on transient errors with exponential backoff (50 ms doubling, at most 1 s apart)
- * until `withinMs` has passed: past the lease, the claim is the sweep's and the write would be
- * fenced anyway.
+ * Runs `run` until it reports applied or fenced. A non-transient error (a value the database
+ * refuses, a trigger that raises) fails the Effect: the machine leaves the job to the sweep.
  */
-export const dbWrite = <A>(run: () => Promise<A>, withinMs: number): Effect.Effect<A, unknown> => {
-  const deadline = Date.now() + withinMs;
-  return Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
-    Effect.retry({
-      schedule: Schedule.min([Schedule.exponential("50 millis", 2), Schedule.spaced("1 second")]),
-      while: (error) => isTransientDbError(error) && Date.now() < deadline,
-    }),
+export const dbWrite = (run: () => Promise<FencedResult>): Effect.Effect<FencedResult, unknown> =>
+  Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
+    Effect.flatMap((result) => (result.outcome === "busy" ? Effect.fail(new RowBusy()) : Effect.succeed(result))),
+    Effect.retry({ schedule: retrySpacing, while: (error) => error instanceof RowBusy || isTransientDbError(error) }),
   );
-};

@@ -1,20 +1,34 @@
-// The optional health server (@effect/platform-node). /health is 503 only when the poll loop is
-// stuck or the database is unreachable: a worker busy with long jobs is healthy, and restarting
-// it would only lose their work. /ready is 503 while draining, so a balancer stops sending to it.
+// The optional health server (@effect/platform-node). /health is 503 when a check fails: the
+// database does not answer a new connection, the poll loop is stuck, or a claim's lease has not
+// been confirmed for longer than a lease (renewals are failing). A worker busy with long jobs is
+// healthy: restarting it would only lose their work. /ready is 503 while draining, so a balancer
+// stops sending to it.
 import { createServer } from "node:http";
 import { NodeHttpServer } from "@effect/platform-node";
 import { Effect, Layer, Logger } from "effect";
 import type { Logger as PinoLogger } from "./logger.ts";
 import { HttpRouter, HttpServerResponse } from "effect/http";
 
+/** One check: ok, or why not, in words an operator can act on. */
+export interface HealthCheck {
+  ok: boolean;
+  reason?: string;
+}
+
 export interface HealthReport {
   healthy: boolean;
   ready: boolean;
-  lastPollAt: string | null;
-  pollStuck: boolean;
-  databaseReachable: boolean;
   draining: boolean;
+  lastPollAt: string | null;
   inFlight: Record<string, number>;
+  checks: {
+    /** A new connection of its own (not the worker's pool) answers SELECT 1 within 2 s. */
+    database: HealthCheck;
+    /** The poll loop is not stuck in one poll, nor silent for longer than expected. */
+    poll: HealthCheck;
+    /** Every claim the worker holds had its lease confirmed within the last lease. */
+    leases: HealthCheck;
+  };
 }
 
 /** Serves until interrupted; interrupting the returned Effect closes the port. */

@@ -4,10 +4,8 @@
 // Measured (bench/throughput.ts): providing it per job spent ~20% of a worker's CPU building
 // state nodes.
 import { Effect } from "effect";
-import type pg from "pg";
 import { createActor, fromPromise, type Actor } from "xstate";
 import {
-  claimLeaseMs,
   completeJobs,
   deadLetterJobs,
   failJobs,
@@ -16,6 +14,8 @@ import {
   type Claim,
   type ClaimedJob,
   type FencedResult,
+  type Queryable,
+  type StatementOptions,
 } from "../db/index.ts";
 import { jobMachine, type HandlerFailure, type JobError, type WriteInput } from "../machines/job-machine.ts";
 import { dbWrite } from "./db-write.ts";
@@ -27,14 +27,17 @@ import { createWriteBatcher } from "./write-batcher.ts";
 export type JobActor = Actor<typeof jobMachine>;
 
 export interface JobRuntimeDeps {
-  pool: pg.Pool;
-  schema: string;
+  db: Queryable;
+  /** Schema, statement bound and naming, as the worker runs every statement. */
+  statements: StatementOptions & { schema: string };
   logger: Logger;
   logPayloads: boolean;
   /** The task for a job type, or undefined when this worker has none. */
   taskFor: (type: string) => Task | undefined;
   /** A progress write found the claim fenced: the job's machine must be told. */
   leaseLost: (job: ClaimedJob) => void;
+  /** The job's handler has returned or thrown (its outcome is on its way to the machine). */
+  handlerSettled: (job: ClaimedJob) => void;
   inspect?: (event: unknown) => void;
 }
 
@@ -55,16 +58,16 @@ const errorText = (error: JobError | null): string => (error === null ? "unknown
 const claimOf = (job: ClaimedJob): Claim => ({ id: job.id, token: job.claimToken });
 
 export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
-  const { pool, schema } = deps;
-  const options = { schema };
+  const { db, statements: options } = deps;
+  const schema = options.schema;
   // Completions and failures are the hot writes: coalesced per event-loop turn.
-  const complete = createWriteBatcher((items: Array<Claim & { result?: unknown }>) => completeJobs(pool, items, options));
-  const fail = createWriteBatcher((items: Array<Claim & { error: string }>) => failJobs(pool, items, options));
+  const complete = createWriteBatcher((items: Array<Claim & { result?: unknown }>) => completeJobs(db, items, options));
+  const fail = createWriteBatcher((items: Array<Claim & { error: string }>) => failJobs(db, items, options));
   const log = (job: ClaimedJob) => jobLogger(deps.logger, job, { logPayload: deps.logPayloads });
 
   const write = (run: (input: WriteInput) => Promise<FencedResult>) =>
     fromPromise<FencedResult, WriteInput>(({ input, signal }) =>
-      runUnder(dbWrite(() => run(input), claimLeaseMs(input.job)), signal),
+      runUnder(dbWrite(() => run(input)), signal),
     );
 
   const handlerContext = (job: ClaimedJob): Omit<HandlerContext, "signal"> => {
@@ -79,7 +82,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
       // one means the claim is gone, so the handler is interrupted like on a fenced renewal.
       reportProgress: async (progress) => {
         try {
-          const [result] = await reportProgress(pool, [{ ...claimOf(job), progress }], options);
+          const [result] = await reportProgress(db, [{ ...claimOf(job), progress }], options);
           if (result?.outcome === "fenced") deps.leaseLost(job);
         } catch (error) {
           logger.warn({ err: error }, "progress write failed; the job goes on");
@@ -95,12 +98,15 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
         if (task !== undefined) await checkPayload(task, input.job.payload);
       }),
       runHandler: fromPromise<unknown, { job: ClaimedJob }>(({ input, signal }) =>
-        runUnder<unknown, HandlerFailure>(runHandler(deps.taskFor(input.job.type)!, input.job.payload, handlerContext(input.job)), signal),
+        runUnder<unknown, HandlerFailure>(
+          runHandler(deps.taskFor(input.job.type)!, input.job.payload, handlerContext(input.job), () => deps.handlerSettled(input.job)),
+          signal,
+        ),
       ),
       writeCompletion: write(({ job, result }) => complete({ ...claimOf(job), result })),
       writeFailure: write(({ job, error }) => fail({ ...claimOf(job), error: errorText(error) })),
-      writeDeadLetter: write(async ({ job, error }) => (await deadLetterJobs(pool, [{ ...claimOf(job), error: errorText(error) }], options))[0]!),
-      writeRelease: write(async ({ job }) => (await releaseJobs(pool, [claimOf(job)], options))[0]!),
+      writeDeadLetter: write(async ({ job, error }) => (await deadLetterJobs(db, [{ ...claimOf(job), error: errorText(error) }], options))[0]!),
+      writeRelease: write(async ({ job }) => (await releaseJobs(db, [claimOf(job)], options))[0]!),
     },
     actions: {
       reportFenced: ({ context: { job, intended, error } }) =>
@@ -111,7 +117,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
       reportAbandoned: ({ context: { job, intended, writeError } }) =>
         log(job).error(
           { intended, write_error: writeError },
-          `could not record the outcome (${intended}) of job ${job.id}; it stays processing and the sweep retries it after its lease`,
+          `could not record the outcome (${intended}) of job ${job.id}: ${writeError}; it stays processing and the sweep takes it back after its lease`,
         ),
       reportRefused: ({ context: { job } }) => log(job).error(`job ${job.id} has no claim token; refused, never run unfenced`),
     },

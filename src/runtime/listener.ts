@@ -1,19 +1,37 @@
 // LISTEN for enqueues on a dedicated connection. When the connection drops it reconnects with
-// backoff; polling goes on meanwhile, so a lost LISTEN costs latency, never jobs.
+// backoff; polling goes on meanwhile, so a lost LISTEN costs latency, never jobs. Once listening,
+// it sends itself a probe through the worker's own connections: a LISTEN that hears nothing (a
+// connection through PgBouncer in transaction mode, whose server connection goes back to the pool
+// after the LISTEN) is reported once, clearly, and the worker goes on by polling.
+import { randomBytes } from "node:crypto";
 import { Effect, Schedule } from "effect";
 import pg from "pg";
-import { notifyChannel } from "../db/index.ts";
+import { destroySocket, notifyChannel, parseWake } from "../db/index.ts";
 import type { Logger } from "./logger.ts";
 
-export const listenForJobs = (
-  connection: pg.ClientConfig,
-  schema: string,
-  onNotify: (types: string[]) => void,
-  logger: Logger,
-): Effect.Effect<never> => {
+export interface ListenOptions {
+  connection: pg.ClientConfig;
+  schema: string;
+  /** Types with work ready ("all": too many to name). */
+  onWake: (types: "all" | string[]) => void;
+  /** Sends a probe notification with this id through the worker's own connections. */
+  sendProbe: (id: string) => Promise<void>;
+  /** How long a probe may take to arrive before LISTEN is reported deaf; default 5 s. */
+  probeTimeoutMs?: number;
+  /** Where LISTEN connects, without a password, for the warning. */
+  where: string;
+  logger: Logger;
+}
+
+export const listenForJobs = (options: ListenOptions): Effect.Effect<never> => {
+  const { logger } = options;
+  const probeTimeoutMs = options.probeTimeoutMs ?? 5_000;
   // One connection's lifetime: resolves (as a failure) when the connection is lost.
   const session = Effect.callback<never, Error>((resume) => {
-    const client = new pg.Client(connection);
+    const client = new pg.Client({ ...options.connection, keepAlive: true, connectionTimeoutMillis: 10_000 });
+    const probeId = randomBytes(8).toString("hex");
+    let heard: () => void = () => undefined;
+    const probeHeard = new Promise<void>((resolve) => (heard = resolve));
     let closed = false;
     const lost = (error: Error) => {
       if (closed) return;
@@ -23,15 +41,41 @@ export const listenForJobs = (
     };
     client.on("error", lost);
     client.on("end", () => lost(new Error("LISTEN connection ended")));
-    client.on("notification", (message) => onNotify((message.payload ?? "").split(",").filter(Boolean)));
+    client.on("notification", (message) => {
+      const wake = parseWake(message.payload ?? "");
+      if ("probe" in wake) {
+        if (wake.probe === probeId) heard();
+      } else {
+        options.onWake(wake.types);
+      }
+    });
+    const deaf = new Promise<"deaf">((resolve) => setTimeout(() => resolve("deaf"), probeTimeoutMs).unref());
     client
       .connect()
-      .then(() => client.query(`LISTEN "${notifyChannel(schema)}"`))
-      .then(() => logger.debug("listening for new jobs"))
+      .then(() => client.query(`LISTEN "${notifyChannel(options.schema)}"`))
+      .then(async () => {
+        // A probe that cannot be sent (the worker's pool is failing too) proves nothing either way.
+        const sent = await options.sendProbe(probeId).then(
+          () => true,
+          () => false,
+        );
+        if (sent && (await Promise.race([probeHeard, deaf])) === "deaf" && !closed) {
+          logger.warn(
+            { listen: options.where },
+            `LISTEN on ${options.where} received no notification within ${probeTimeoutMs} ms: a connection through a pooler in transaction mode ` +
+              `(PgBouncer) cannot LISTEN. Give picket a direct connection to PostgreSQL with listenConnectionString (--listen-url); ` +
+              `until then new jobs are found by polling.`,
+          );
+        } else {
+          logger.debug("listening for new jobs");
+        }
+      })
       .catch(lost);
-    return Effect.promise(async () => {
+    return Effect.sync(() => {
       closed = true;
-      await client.end().catch(() => undefined);
+      client.end().catch(() => undefined);
+      // A paused or unreachable server would keep end() waiting for its reply: the socket goes soon.
+      setTimeout(() => destroySocket(client), 1_000).unref();
     });
   });
   return session.pipe(

@@ -2,6 +2,7 @@
 // aborts the handler's AbortSignal; an isolated handler's worker thread is terminated instead.
 import { Worker } from "node:worker_threads";
 import { Effect } from "effect";
+import { storableJson } from "../db/index.ts";
 import type { HandlerFailure } from "../machines/job-machine.ts";
 import type { HandlerContext, Task } from "./task.ts";
 
@@ -13,23 +14,41 @@ const toFailure = (error: unknown): HandlerFailure => {
   return { permanent: false, message: typeof error === "string" ? error : JSON.stringify(error) ?? String(error) };
 };
 
-/** The handler's Effect: succeeds with its result, fails with a HandlerFailure. */
+/**
+ * A result PostgreSQL could not store fails the attempt with a message naming the offending path,
+ * instead of failing the completion (and every completion batched with it).
+ */
+const storable = (result: unknown): Effect.Effect<unknown, HandlerFailure> =>
+  Effect.try({ try: () => (storableJson(result, "job's result"), result), catch: (error) => ({ permanent: false, message: (error as Error).message }) });
+
+/**
+ * The handler's Effect: succeeds with its result, fails with a HandlerFailure. `settled` is called
+ * the moment the handler's own promise settles, before its result travels through Effect and the
+ * machine: a handler that blocked the event loop past its lease deadline has finished by the time
+ * the deadline is looked at, and its outcome must not be taken for a running handler's.
+ */
 export const runHandler = (
   task: Task,
   payload: unknown,
   ctx: Omit<HandlerContext, "signal">,
+  settled: () => void = () => undefined,
 ): Effect.Effect<unknown, HandlerFailure> =>
-  task.isolate !== undefined
-    ? runIsolated(task, payload, ctx)
+  (task.isolate !== undefined
+    ? runIsolated(task, payload, ctx, settled)
     : Effect.tryPromise({
-        try: async (signal) => {
-          const returned = task.handler!(payload, { ...ctx, signal });
-          // A handler may return an Effect: run it under the same signal, so it is interrupted too.
-          return Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal }) : returned;
+        try: (signal) => {
+          const running = (async () => {
+            const returned = task.handler!(payload, { ...ctx, signal });
+            // A handler may return an Effect: run it under the same signal, so it is interrupted too.
+            return Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal }) : returned;
+          })();
+          running.then(settled, settled);
+          return running;
         },
         // Effect.runPromise rejects with the Effect's own failure (Effect 4 does not wrap it).
         catch: toFailure,
-      });
+      })
+  ).pipe(Effect.flatMap(storable));
 
 const WORKER_SCRIPT = new URL(`./isolated-worker${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
 
@@ -41,7 +60,7 @@ interface WorkerMessage {
 }
 
 /** Runs the handler in a worker thread; interruption terminates the thread, busy loop or not. */
-const runIsolated = (task: Task, payload: unknown, ctx: Omit<HandlerContext, "signal">): Effect.Effect<unknown, HandlerFailure> =>
+const runIsolated = (task: Task, payload: unknown, ctx: Omit<HandlerContext, "signal">, settled: () => void): Effect.Effect<unknown, HandlerFailure> =>
   Effect.callback<unknown, HandlerFailure>((resume) => {
     const worker = new Worker(WORKER_SCRIPT, {
       workerData: {
@@ -52,13 +71,14 @@ const runIsolated = (task: Task, payload: unknown, ctx: Omit<HandlerContext, "si
         idempotencyKey: ctx.idempotencyKey,
       },
     });
-    let settled = false;
+    let done = false;
     worker.on("message", (message: WorkerMessage) => {
       if (message.type === "progress") {
         void ctx.reportProgress(message.value);
         return;
       }
-      settled = true;
+      done = true;
+      settled();
       const outcome =
         message.type === "result"
           ? Effect.succeed(message.value)
@@ -71,11 +91,11 @@ const runIsolated = (task: Task, payload: unknown, ctx: Omit<HandlerContext, "si
       );
     });
     worker.on("error", (error) => {
-      settled = true;
+      done = true;
       resume(Effect.fail(toFailure(error)));
     });
     worker.on("exit", (code) => {
-      if (!settled) resume(Effect.fail({ permanent: false, message: `isolated handler's thread exited with code ${code}` }));
+      if (!done) resume(Effect.fail({ permanent: false, message: `isolated handler's thread exited with code ${code}` }));
     });
     // Runs on interruption only: the deadline stops the thread whatever it is doing.
     return Effect.promise(() => worker.terminate());

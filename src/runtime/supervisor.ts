@@ -4,24 +4,30 @@ import { Effect, Fiber } from "effect";
 import pg from "pg";
 import { createActor, fromCallback, fromPromise, waitFor, type Actor } from "xstate";
 import {
+  abortStatements,
   claimJobs,
-  claimLeaseMs,
   deleteFinishedJobs,
+  describeConnection,
   migrate,
   openPool,
+  probeConnection,
   renewLeases,
+  sendWakeProbe,
   sweepExpiredClaims,
   type ClaimedJob,
   type ClaimWant,
+  type StatementOptions,
 } from "../db/index.ts";
 import type { JobOutcome } from "../machines/job-machine.ts";
 import { supervisorMachine, type PollOutput } from "../machines/supervisor-machine.ts";
 import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
-import { startHealthServer, type HealthReport } from "./health-server.ts";
+import { startHealthServer, type HealthCheck, type HealthReport } from "./health-server.ts";
 import { createJobRuntime, type JobActor, type JobRuntime } from "./job-actor.ts";
+import { leaseMarginMs, LeaseWatch, localDeadline } from "./lease-watch.ts";
 import { listenForJobs } from "./listener.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { loop } from "./loop.ts";
+import { watchEventLoop } from "./stall-watch.ts";
 import type { Task } from "./task.ts";
 
 interface RunningJob {
@@ -32,7 +38,21 @@ interface RunningJob {
   holdsSlot: boolean;
   /** When it took its slot (performance.now()): how long tasks hold slots sizes the buffer. */
   slotTakenAt: number;
+  /** When (performance.now()) the statement that last confirmed its lease, the claim or a renewal, was sent. */
+  confirmedAt: number;
+  /** Its handler has returned or thrown: the outcome is on its way, and the lease deadline no longer interrupts it. */
+  handlerSettled: boolean;
 }
+
+/** How long after the drain deadline releases and outcomes in flight may still be written. */
+const RELEASE_GRACE_MS = 1_000;
+
+/** The health check's own connection must answer within this. */
+const HEALTH_PROBE_MS = 2_000;
+
+/** The event loop is sampled this often; a blocked loop is reported once it held up a tick by STALL_MIN_MS. */
+const STALL_TICK_MS = 100;
+const STALL_MIN_MS = 50;
 
 /**
  * The states before a job's outcome is written: waiting for its slot (or for the START it has been
@@ -79,11 +99,14 @@ export class Supervisor {
   private readonly tasks: Map<string, Task>;
   private readonly options: SupervisorOptions;
   private pool: pg.Pool | undefined;
+  /** How every statement runs: schema, time bound, prepared or not. */
+  private readonly statements: StatementOptions & { schema: string };
   private jobs: JobRuntime | undefined;
   private actor: Actor<typeof supervisorMachine> | undefined;
-  // One entry per claim being run. Not keyed by job id: after a lost lease this worker may claim
-  // the same job again while the stale machine is still winding down.
-  private readonly running = new Set<RunningJob>();
+  // One entry per claim being run, keyed by the claimed row object (one per claim). Not keyed by
+  // job id: after a lost lease this worker may claim the same job again while the stale machine
+  // is still winding down.
+  private readonly running = new Map<ClaimedJob, RunningJob>();
   /**
    * Jobs claimed ahead of a free slot, oldest claim first (a Set keeps insertion order): the
    * worker's local buffer. Their machines wait in `waitingForSlot`.
@@ -110,12 +133,21 @@ export class Supervisor {
   private stopping: Promise<void> | undefined;
   private forced = false;
   private healthFiber: Fiber.Fiber<never, unknown> | undefined;
+  private readonly leaseWatch = new LeaseWatch(() => this.checkLeases());
+  private stopStallWatch: (() => void) | undefined;
+  /** The last renewal round: when it ended and what went wrong (null: it wrote every lease it could). */
+  private lastRenewal: { error: string | null; busy: number } = { error: null, busy: 0 };
 
   constructor(options: SupervisorOptions) {
     this.config = resolveConfig(options);
     this.options = options;
     this.logger = (options.logger ?? createLogger()).child({ worker_id: this.config.workerId });
     this.tasks = new Map(options.tasks.map((task) => [task.name, task as Task]));
+    this.statements = {
+      schema: this.config.schema,
+      timeoutMs: this.config.statementTimeoutMs,
+      preparedStatements: !this.config.transactionPooling,
+    };
   }
 
   /** Connects (and migrates, when asked), then starts polling. Resolves once running. */
@@ -130,16 +162,20 @@ export class Supervisor {
       connectionString: this.options.connectionString!,
       max: this.config.poolSize,
       onIdleError: (error) => this.logger.warn({ err: error }, "idle database connection failed; the pool replaces it"),
+      transactionPooling: this.config.transactionPooling,
+      statementTimeoutMs: this.config.statementTimeoutMs,
     }));
     if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
     this.jobs = createJobRuntime({
-      pool: this.pool,
-      schema: this.config.schema,
+      db: this.pool,
+      statements: this.statements,
       logger: this.logger,
       logPayloads: this.config.logPayloads,
       taskFor: (type) => this.tasks.get(type),
-      leaseLost: (job) => {
-        for (const entry of this.running) if (entry.job === job) entry.actor.send({ type: "LEASE_LOST" });
+      leaseLost: (job) => this.running.get(job)?.actor.send({ type: "LEASE_LOST" }),
+      handlerSettled: (job) => {
+        const entry = this.running.get(job);
+        if (entry) entry.handlerSettled = true;
       },
       ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
     });
@@ -154,7 +190,14 @@ export class Supervisor {
       actions: {
         interruptJobs: () => {
           this.logger.warn({ running: this.running.size }, "drain deadline reached: interrupting and releasing running jobs");
-          for (const { actor } of this.running) actor.send({ type: "DRAIN_DEADLINE" });
+          for (const { actor } of this.running.values()) actor.send({ type: "DRAIN_DEADLINE" });
+        },
+        abandonJobs: () => {
+          this.logger.warn(
+            { writing: this.running.size },
+            "drain: writes still in flight are given up; the sweep takes their jobs back after their lease",
+          );
+          for (const { actor } of this.running.values()) actor.send({ type: "ABANDON" });
         },
         reportPollError: ({ event }) =>
           this.logger.error({ err: (event as { error?: unknown }).error }, "poll failed; polling again after the interval"),
@@ -163,7 +206,7 @@ export class Supervisor {
       },
     });
     this.actor = createActor(machine, {
-      input: { pollIntervalMs: this.config.pollIntervalMs, drainTimeoutMs: this.config.drainTimeoutMs },
+      input: { pollIntervalMs: this.config.pollIntervalMs, drainTimeoutMs: this.config.drainTimeoutMs, releaseGraceMs: RELEASE_GRACE_MS },
       ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
     });
     this.actor.subscribe({ error: (error) => this.logger.fatal({ err: error }, "supervisor machine failed") });
@@ -177,6 +220,7 @@ export class Supervisor {
         ),
       );
     }
+    this.stopStallWatch = watchEventLoop(STALL_TICK_MS, STALL_MIN_MS, (stalledMs) => this.reportStall(stalledMs));
     this.actor.start();
     this.logger.info({ tasks: [...this.tasks.keys()], concurrency: this.config.concurrency }, "worker started");
   }
@@ -196,14 +240,24 @@ export class Supervisor {
         if (this.forced && actor.getSnapshot().status === "active") actor.send({ type: "FORCE" });
         await waitFor(actor, (snapshot) => snapshot.status === "done");
       }
+      this.leaseWatch.stop();
+      this.stopStallWatch?.();
       if (this.healthFiber) await Effect.runPromise(Fiber.interrupt(this.healthFiber));
-      if (this.pool && !this.options.pool) await this.pool.end();
+      if (this.pool) {
+        // Statements still in flight (a renewal, the sweep, a write given up) are cancelled and
+        // their connections closed, so ending the pool never waits on the database.
+        abortStatements(this.pool);
+        if (!this.options.pool) await this.pool.end();
+      }
       this.logger.info({ outcomes: this.outcomes }, "worker stopped");
     })();
     return this.stopping;
   }
 
-  /** Ends the drain's grace period now: running jobs are interrupted and released. */
+  /**
+   * Ends the drain's grace period now: running jobs are interrupted and released. Called again
+   * while they are being released, it gives the releases (and any outcome still being written) up.
+   */
   force(): void {
     this.forced = true;
     if (this.actor?.getSnapshot().status === "active") this.actor.send({ type: "FORCE" });
@@ -217,7 +271,7 @@ export class Supervisor {
 
   stats(): SupervisorStats {
     const runningByTask: Record<string, number> = {};
-    for (const { job } of this.running) runningByTask[job.type] = (runningByTask[job.type] ?? 0) + 1;
+    for (const job of this.running.keys()) runningByTask[job.type] = (runningByTask[job.type] ?? 0) + 1;
     return {
       running: this.running.size,
       waiting: this.queued.size,
@@ -228,32 +282,57 @@ export class Supervisor {
     };
   }
 
-  /** The health report: unhealthy only when the poll is stuck or the database is unreachable. */
+  /**
+   * The health report: unhealthy when the database does not answer a connection of the report's
+   * own, when the poll loop is stuck, or when a claim's lease has gone unconfirmed for longer than
+   * a lease. Each check says why.
+   */
   async health(): Promise<HealthReport> {
     const health = this.config.health;
     const stalePollMs = health ? health.stalePollMs : 30_000;
     const now = Date.now();
-    const pollStuck = this.pollStartedAt !== null && now - this.pollStartedAt > stalePollMs;
-    const pollStale = this.stopping === undefined && this.lastPollAt !== null && now - this.lastPollAt > stalePollMs + this.config.pollIntervalMs;
-    // Unreachable when the check fails (no pool yet, or a refused connection), or does not
-    // answer within 2 s (a connection that hangs).
-    const probe = async () => (await this.pool!.query("SELECT 1"), true);
-    let timer: NodeJS.Timeout | undefined;
-    const databaseReachable = await Promise.race([
-      probe(),
-      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 2_000))),
-    ]).catch(() => false);
-    clearTimeout(timer);
     const stats = this.stats();
+    const poll: HealthCheck =
+      this.pollStartedAt !== null && now - this.pollStartedAt > stalePollMs
+        ? { ok: false, reason: `a poll has been running for ${now - this.pollStartedAt} ms (threshold ${stalePollMs} ms)` }
+        : this.stopping === undefined && this.lastPollAt !== null && now - this.lastPollAt > stalePollMs + this.config.pollIntervalMs
+          ? { ok: false, reason: `no poll for ${now - this.lastPollAt} ms (threshold ${stalePollMs + this.config.pollIntervalMs} ms)` }
+          : { ok: true };
+    const unreachable = this.pool === undefined ? "not started" : await probeConnection(this.connectionConfig(), HEALTH_PROBE_MS);
+    const database: HealthCheck = unreachable === null ? { ok: true } : { ok: false, reason: `the database does not answer: ${unreachable}` };
+    const leases = this.leaseHealth();
     return {
-      healthy: databaseReachable && !pollStuck && !pollStale,
+      healthy: database.ok && poll.ok && leases.ok,
       ready: !stats.draining,
-      lastPollAt: stats.lastPollAt?.toISOString() ?? null,
-      pollStuck: pollStuck || pollStale,
-      databaseReachable,
       draining: stats.draining,
+      lastPollAt: stats.lastPollAt?.toISOString() ?? null,
       inFlight: stats.runningByTask,
+      checks: { database, poll, leases },
     };
+  }
+
+  /** Failing when some claim's lease has gone unconfirmed for longer than a lease. */
+  private leaseHealth(): HealthCheck {
+    const now = performance.now();
+    const stale = [...this.running.values()].filter((entry) => now - entry.confirmedAt > entry.job.leaseMs);
+    if (stale.length === 0) return { ok: true };
+    const oldest = stale.reduce((a, b) => (a.confirmedAt <= b.confirmedAt ? a : b));
+    const cause = this.lastRenewal.error ?? (this.lastRenewal.busy > 0 ? "their rows are locked by another session" : "renewals are not getting through");
+    return {
+      ok: false,
+      reason:
+        `the leases of ${stale.length} claim(s) have not been renewed for longer than a lease (job ${oldest.job.id}: ` +
+        `${Math.round(now - oldest.confirmedAt)} ms, lease ${oldest.job.leaseMs} ms): ${cause}`,
+    };
+  }
+
+  /** Settings for a connection of picket's own beside the pool (the health probe, LISTEN). */
+  private connectionConfig(direct?: string): pg.ClientConfig {
+    const connectionString = direct ?? this.options.connectionString;
+    if (connectionString) return { connectionString };
+    // pg-pool keeps the password as a non-enumerable property (out of logs): copied by name.
+    const options = this.pool!.options as pg.ClientConfig;
+    return { ...options, password: options.password };
   }
 
   /**
@@ -289,13 +368,15 @@ export class Supervisor {
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
       const asked = Math.min(free, wants.reduce((total, want) => total + want.limit, 0));
+      const sentAt = performance.now();
       const jobs = asked > 0 ? await this.claim(wants, asked) : [];
       // Slots freed while the claim was in flight go to the jobs already waiting first, then to
       // these, in claim order.
       this.startQueued();
       const takeSlot = this.slotTaker();
       // Started after the supervisor machine has counted them (a job can finish synchronously).
-      const entries = jobs.map((job) => this.dispatch(job, takeSlot(job.type)));
+      const entries = jobs.map((job) => this.dispatch(job, takeSlot(job.type), sentAt));
+      for (const entry of entries) this.leaseWatch.schedule(localDeadline(entry.confirmedAt, entry.job.leaseMs));
       setImmediate(() => entries.forEach((entry) => entry.actor.start()));
       return { asked, claimed: jobs.length };
     } finally {
@@ -307,7 +388,7 @@ export class Supervisor {
   /** One claim, timed: its round trip feeds the mean that sizes the buffer. */
   private async claim(wants: ClaimWant[], total: number): Promise<ClaimedJob[]> {
     const sentAt = performance.now();
-    const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { schema: this.config.schema, total });
+    const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { ...this.statements, total });
     this.claimRoundTripMs = runningMean(this.claimRoundTripMs, performance.now() - sentAt);
     return jobs;
   }
@@ -319,7 +400,7 @@ export class Supervisor {
    */
   private countByTask(counts: (entry: RunningJob) => boolean): Map<string, number> {
     const byTask = new Map<string, number>();
-    for (const entry of this.running) if (counts(entry)) byTask.set(entry.job.type, (byTask.get(entry.job.type) ?? 0) + 1);
+    for (const entry of this.running.values()) if (counts(entry)) byTask.set(entry.job.type, (byTask.get(entry.job.type) ?? 0) + 1);
     return byTask;
   }
 
@@ -362,18 +443,20 @@ export class Supervisor {
   }
 
   /** Creates the machine for a claimed job and registers it; the caller starts it. */
-  private dispatch(job: ClaimedJob, slotFree: boolean): RunningJob {
+  private dispatch(job: ClaimedJob, slotFree: boolean, claimSentAt: number): RunningJob {
     const entry: RunningJob = {
       job,
       actor: this.jobs!.create(job, slotFree),
       startedAt: Date.now(),
       holdsSlot: slotFree,
       slotTakenAt: performance.now(),
+      confirmedAt: claimSentAt,
+      handlerSettled: false,
     };
     const finish = (outcome: JobOutcome, error: string | null) => {
       this.queued.delete(entry);
       this.freeSlot(entry);
-      if (!this.running.delete(entry)) return;
+      if (!this.running.delete(job)) return;
       this.outcomes[outcome]++;
       this.actor?.send({ type: "JOB_FINISHED" });
       for (const listener of this.listeners) {
@@ -397,9 +480,57 @@ export class Supervisor {
         finish("abandoned", String(error));
       },
     });
-    this.running.add(entry);
+    this.running.set(job, entry);
     if (!slotFree) this.queued.add(entry);
     return entry;
+  }
+
+  /**
+   * The lease deadline, on the worker's own clock: a job whose lease went unconfirmed past it, and
+   * whose handler is still running (or has not started), is interrupted now, before any other
+   * worker may reclaim it. Returns the next deadline to look at.
+   */
+  private checkLeases(): number {
+    const now = performance.now();
+    let next = Infinity;
+    const expired: RunningJob[] = [];
+    for (const entry of this.running.values()) {
+      if (entry.handlerSettled || !beforeOutcome(entry.actor.getSnapshot())) continue;
+      const deadline = localDeadline(entry.confirmedAt, entry.job.leaseMs);
+      if (deadline <= now) expired.push(entry);
+      else next = Math.min(next, deadline);
+    }
+    if (expired.length > 0) {
+      this.logger.warn(
+        {
+          jobs: expired.slice(0, 20).map(({ job }) => job.id),
+          count: expired.length,
+          last_renewal_error: this.lastRenewal.error,
+          rows_busy: this.lastRenewal.busy,
+        },
+        `lease not confirmed in time for ${expired.length} job(s): interrupting their handlers before another worker may take the jobs`,
+      );
+      for (const entry of expired) entry.actor.send({ type: "LEASE_EXPIRED", unconfirmedMs: now - entry.confirmedAt });
+    }
+    return next;
+  }
+
+  /** An event loop that was blocked: a warning naming the tasks whose handlers ran in this thread, if it ate into their lease. */
+  private reportStall(stalledMs: number): void {
+    const inThread = new Map<string, number>();
+    for (const { job, actor } of this.running.values()) {
+      const task = this.tasks.get(job.type);
+      if (task && task.isolate === undefined && actor.getSnapshot().matches("running")) inThread.set(task.name, task.leaseMs);
+    }
+    const shortest = Math.min(...inThread.values());
+    if (inThread.size === 0 || stalledMs < leaseMarginMs(shortest)) return;
+    const names = [...inThread.keys()];
+    this.logger.warn(
+      { stalled_ms: Math.round(stalledMs), tasks: names, lease_ms: shortest },
+      `the event loop was blocked for ${Math.round(stalledMs)} ms while handlers of ${names.map((n) => `"${n}"`).join(", ")} ran ` +
+        `(lease ${shortest} ms): nothing else ran meanwhile, not lease renewal, not timeouts. Run CPU-bound handlers with ` +
+        `isolate (a worker thread), or yield (await) between chunks of work.`,
+    );
   }
 
   /**
@@ -452,30 +583,19 @@ export class Supervisor {
 
   /** Lease renewal, the sweep, retention and LISTEN, each in its own error boundary. */
   private background(send: (event: { type: "WAKE" }) => void): Effect.Effect<void> {
-    const { config, logger, running } = this;
-    const schema = config.schema;
+    const { config, logger } = this;
+    const statements = this.statements;
     const pool = this.pool!;
-    const renew = Effect.gen(function* () {
-      // Every entry is a live claim: a machine leaves `running` the moment it ends.
-      const live = [...running];
-      const results = yield* Effect.tryPromise(() =>
-        renewLeases(pool, live.map(({ job }) => ({ id: job.id, token: job.claimToken, leaseMs: claimLeaseMs(job) })), { schema }),
-      );
-      results.forEach((result, i) => {
-        if (result.outcome !== "fenced") return;
-        const { job, actor } = live[i]!;
-        // A job that left `running` meanwhile has written (or is writing) its own outcome: its
-        // renewal found the row finished, not stolen. Only a running job lost its claim.
-        if (!beforeOutcome(actor.getSnapshot())) return;
-        logger.warn(
-          { job_id: job.id, task: job.type, claim_token: job.claimToken },
-          `lease renewal fenced: job ${job.id} (claim ${job.claimToken}) was reclaimed; interrupting its handler`,
-        );
-        actor.send({ type: "LEASE_LOST" });
-      });
-    });
+    // Failures keep their real cause (pg's message and code), for the loop's log line.
+    const attempt = <A>(run: () => Promise<A>) => Effect.tryPromise({ try: run, catch: (error) => error });
+    const renew = attempt(() => this.renewOnce()).pipe(
+      Effect.tapError((error) => Effect.sync(() => (this.lastRenewal = { error: error instanceof Error ? error.message : String(error), busy: 0 }))),
+    );
+    const running = this.running;
     const sweep = Effect.gen(function* () {
-      const swept = yield* Effect.tryPromise(() => sweepExpiredClaims(pool, config.sweepBatchSize, { schema }));
+      // Never the claims this worker holds: their outcome is on its way, and the fence decides.
+      const held = [...running.keys()].map((job) => job.claimToken);
+      const swept = yield* attempt(() => sweepExpiredClaims(pool, config.sweepBatchSize, { ...statements, held }));
       if (swept.length === 0) return;
       logger.info(
         {
@@ -495,7 +615,7 @@ export class Supervisor {
       const retention = Effect.gen(function* () {
         let deleted = 0;
         for (let n = batchSize; n === batchSize; deleted += n) {
-          n = yield* Effect.tryPromise(() => deleteFinishedJobs(pool, { olderThanMs, batchSize }, { schema }));
+          n = yield* attempt(() => deleteFinishedJobs(pool, { olderThanMs, batchSize }, statements));
         }
         if (deleted > 0) logger.info({ deleted }, "retention deleted old finished jobs");
       });
@@ -503,12 +623,54 @@ export class Supervisor {
     }
     if (config.listen) {
       const ours = new Set(this.tasks.keys());
-      // A connection string given beside a caller's pool is for LISTEN (a pool behind PgBouncer in
-      // transaction mode cannot LISTEN); otherwise LISTEN takes the pool's own settings.
-      const connection: pg.ClientConfig = this.options.connectionString ? { connectionString: this.options.connectionString } : pool.options;
-      loops.push(listenForJobs(connection, schema, (types) => types.some((t) => ours.has(t)) && send({ type: "WAKE" }), logger));
+      const direct = this.options.listenConnectionString;
+      loops.push(
+        listenForJobs({
+          connection: this.connectionConfig(direct),
+          schema: config.schema,
+          onWake: (types) => (types === "all" || types.some((t) => ours.has(t))) && send({ type: "WAKE" }),
+          sendProbe: (id) => sendWakeProbe(pool, id, statements),
+          where: direct ? describeConnection(direct) : this.options.connectionString ? describeConnection(this.options.connectionString) : "the pool's server",
+          logger,
+        }),
+      );
     }
     return Effect.all(loops, { concurrency: "unbounded", discard: true });
+  }
+
+  /**
+   * One renewal round: every claim this worker holds, in one statement. A lease written is
+   * confirmed from the moment the statement was sent (the database's lease starts later than
+   * that). A row another session holds locked is skipped (busy) and stays unconfirmed; a fenced
+   * renewal of a job still before its outcome means the claim was lost.
+   */
+  private async renewOnce(): Promise<void> {
+    const live = [...this.running.values()];
+    if (live.length === 0) return;
+    const sentAt = performance.now();
+    const results = await renewLeases(this.pool!, live.map(({ job }) => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs })), this.statements);
+    let busy = 0;
+    results.forEach((result, i) => {
+      const entry = live[i]!;
+      if (result.outcome === "applied") {
+        entry.confirmedAt = Math.max(entry.confirmedAt, sentAt);
+        return;
+      }
+      if (result.outcome === "busy") {
+        busy++;
+        return;
+      }
+      // A job that left `running` meanwhile has written (or is writing) its own outcome: its
+      // renewal found the row finished, not stolen. Only a job before its outcome lost its claim.
+      const { job, actor } = entry;
+      if (!beforeOutcome(actor.getSnapshot())) return;
+      this.logger.warn(
+        { job_id: job.id, task: job.type, claim_token: job.claimToken },
+        `lease renewal fenced: job ${job.id} (claim ${job.claimToken}) was reclaimed; interrupting its handler`,
+      );
+      actor.send({ type: "LEASE_LOST" });
+    });
+    this.lastRenewal = { error: null, busy };
   }
 }
 

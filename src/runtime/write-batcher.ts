@@ -2,7 +2,7 @@
 // claim still gets its own fenced result: the statement is the same fenced UPDATE, for many rows.
 // Measured (bench/throughput.ts, 20,000 no-op jobs): one statement per completion spent ~14% of
 // the worker's CPU in socket writes alone.
-import type { Claim, FencedResult } from "../db/index.ts";
+import { isTransientDbError, type Claim, type FencedResult } from "../db/index.ts";
 
 export type BatchedWrite<T extends Claim> = (item: T) => Promise<FencedResult>;
 
@@ -10,18 +10,26 @@ export const createWriteBatcher = <T extends Claim>(
   write: (items: T[]) => Promise<FencedResult[]>,
   maxBatch = 1_000,
 ): BatchedWrite<T> => {
-  let queue: Array<{ item: T; resolve: (r: FencedResult) => void; reject: (e: unknown) => void }> = [];
+  type Entry = { item: T; resolve: (r: FencedResult) => void; reject: (e: unknown) => void };
+  let queue: Entry[] = [];
   let scheduled = false;
+  const send = (batch: Entry[]) =>
+    write(batch.map((entry) => entry.item)).then(
+      (results) => batch.forEach((entry, i) => entry.resolve(results[i]!)),
+      (error: unknown) => {
+        // A statement that failed for a reason of its own (a connection lost, a timeout) fails
+        // every write in it, and each caller retries its own. Any other failure may belong to one
+        // item (a value the database refuses): each is written alone, so only that one fails.
+        if (batch.length === 1 || isTransientDbError(error)) batch.forEach((entry) => entry.reject(error));
+        else batch.forEach((entry) => void send([entry]));
+      },
+    );
   const flush = () => {
     scheduled = false;
     const batch = queue.slice(0, maxBatch);
     queue = queue.slice(batch.length);
     if (queue.length > 0) schedule();
-    write(batch.map((entry) => entry.item)).then(
-      (results) => batch.forEach((entry, i) => entry.resolve(results[i]!)),
-      // One failed statement fails every write in it; each caller retries its own.
-      (error) => batch.forEach((entry) => entry.reject(error)),
-    );
+    void send(batch);
   };
   const schedule = () => {
     if (scheduled) return;

@@ -58,20 +58,29 @@ export interface Statement {
 
 /**
  * A caller's pool on `url` whose every query goes through `intercept` first: it may fail it, hang
- * it, or forward it to the real pool (and change what comes back). Nothing about pg is faked: the
- * statements that are forwarded run on the real server. `end()` closes the real pool.
+ * it, or forward it to the real connection (and change what comes back). Nothing about pg is
+ * faked: the pool is a real pg.Pool of real connections, and the statements that are forwarded
+ * run on the real server. `end()` closes the pool.
  */
 export const interceptedPool = (
   url: string,
   intercept: (statement: Statement, forward: () => Promise<pg.QueryResult>) => Promise<unknown>,
 ): { pool: pg.Pool; end: () => Promise<void> } => {
-  const real = new pg.Pool({ connectionString: url });
-  real.on("error", () => undefined);
-  const pool = Object.create(real) as pg.Pool;
-  (pool as { query: unknown }).query = (...args: unknown[]) => {
-    const query = args[0] as string | { text: string; name?: string };
-    const statement = typeof query === "string" ? { text: query, name: "" } : { text: query.text, name: query.name ?? "" };
-    return intercept(statement, () => (real.query as (...a: unknown[]) => Promise<pg.QueryResult>)(...args));
-  };
-  return { pool, end: () => real.end() };
+  class InterceptedClient extends pg.Client {
+    override query(...args: unknown[]): never {
+      const [config, values, callback] = args as [string | pg.QueryConfig, unknown, unknown];
+      const statement = typeof config === "string" ? { text: config, name: "" } : { text: config.text, name: config.name ?? "" };
+      const forward = () => (super.query as (...a: unknown[]) => Promise<pg.QueryResult>)(config, typeof values === "function" ? undefined : values);
+      const result = intercept(statement, forward);
+      const done = typeof values === "function" ? values : callback;
+      if (typeof done === "function") {
+        result.then((r) => done(null, r), (e: unknown) => done(e));
+        return undefined as never;
+      }
+      return result as never;
+    }
+  }
+  const pool = new pg.Pool({ connectionString: url, Client: InterceptedClient });
+  pool.on("error", () => undefined);
+  return { pool, end: () => pool.end() };
 };
