@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { enqueueJob } from "../db/index.ts";
-import { integerOption, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
+import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 interface EnqueueOptions extends DatabaseOptions {
   runAt?: string;
@@ -41,7 +41,7 @@ export const enqueueCommand = (program: Command): void => {
           ...(options.maxAttempts !== undefined ? { maxAttempts: options.maxAttempts } : {}),
           ...(options.key !== undefined ? { key: options.key } : {}),
         },
-        { schema: options.schema },
+        statementOptions(options),
       ),
     );
     process.stdout.write(`${JSON.stringify(job)}\n`);

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { cancelPendingJob, retryDeadJob, type AdminResult } from "../db/index.ts";
-import { withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
+import { statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 const report = (action: string, id: string, result: AdminResult, wanted: string): void => {
   if (result.outcome === "applied") {
@@ -21,10 +21,10 @@ export const jobsCommand = (program: Command): void => {
   const jobs = program.command("jobs").description("act on one job");
   withDatabaseOptions(jobs.command("retry").description("run a dead job again, with fresh attempts").argument("<id>")).action(
     async (id: string, options: DatabaseOptions) =>
-      report("retried", id, await withPool(options, (pool) => retryDeadJob(pool, id, { schema: options.schema })), "dead"),
+      report("retried", id, await withPool(options, (pool) => retryDeadJob(pool, id, statementOptions(options))), "dead"),
   );
   withDatabaseOptions(jobs.command("cancel").description("cancel a pending job").argument("<id>")).action(
     async (id: string, options: DatabaseOptions) =>
-      report("cancelled", id, await withPool(options, (pool) => cancelPendingJob(pool, id, { schema: options.schema })), "pending"),
+      report("cancelled", id, await withPool(options, (pool) => cancelPendingJob(pool, id, statementOptions(options))), "pending"),
   );
 };

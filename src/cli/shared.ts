@@ -1,18 +1,30 @@
 // Options every command shares, and running a command against a pool it opens and closes.
 import type { Command } from "commander";
 import type pg from "pg";
-import { openPool } from "../db/index.ts";
+import { checkSchemaName, openPool, type StatementOptions } from "../db/index.ts";
 import { resolveDatabase, type ResolvedDatabase } from "./database.ts";
 
 export interface DatabaseOptions {
   databaseUrl?: string;
   schema: string;
+  transactionPooling?: boolean;
+  statementTimeout?: number;
 }
 
 export const withDatabaseOptions = (command: Command): Command =>
   command
     .option("--database-url <url>", "PostgreSQL connection string (default: DATABASE_URL, else the embedded server in ./.picket)")
-    .option("--schema <name>", "schema of picket's tables", "picket");
+    // Checked as it is parsed: a reserved word fails here, with picket's message, not as SQL.
+    .option("--schema <name>", "schema of picket's tables", (name: string) => checkSchemaName(name), "picket")
+    .option("--transaction-pooling", "the database URL goes through a pooler in transaction mode (PgBouncer): no prepared statements, no session settings")
+    .option("--statement-timeout <ms>", "longest any statement may take before it is cancelled (default 10000)", (v: string) => integerOption("--statement-timeout", 1)(v));
+
+/** How a command's statements run: its schema, its bound, prepared or not. */
+export const statementOptions = (options: DatabaseOptions): StatementOptions => ({
+  schema: options.schema,
+  preparedStatements: !options.transactionPooling,
+  ...(options.statementTimeout !== undefined ? { timeoutMs: options.statementTimeout } : {}),
+});
 
 /** Opens the database, runs, closes (and stops the embedded server if one was started). */
 export const withPool = async <T>(
@@ -22,7 +34,12 @@ export const withPool = async <T>(
 ): Promise<T> => {
   const database = await resolveDatabase(options.databaseUrl, embedded);
   try {
-    const pool = await openPool({ connectionString: database.url, max: 4 });
+    const pool = await openPool({
+      connectionString: database.url,
+      max: 4,
+      transactionPooling: options.transactionPooling ?? false,
+      ...(options.statementTimeout !== undefined ? { statementTimeoutMs: options.statementTimeout } : {}),
+    });
     try {
       return await run(pool, database);
     } finally {

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { queueStats, type QueueStats } from "../db/index.ts";
-import { withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
+import { statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 const STATUSES = ["pending", "processing", "completed", "dead", "cancelled"] as const;
 
@@ -24,7 +24,7 @@ export const statsCommand = (program: Command): void => {
   withDatabaseOptions(
     program.command("stats").description("jobs per task and status, oldest waiting job, recent dead jobs").option("--json", "print JSON"),
   ).action(async (options: DatabaseOptions & { json?: boolean }) => {
-    const stats = await withPool(options, (pool) => queueStats(pool, { schema: options.schema }));
+    const stats = await withPool(options, (pool) => queueStats(pool, statementOptions(options)));
     process.stdout.write(options.json ? `${JSON.stringify(stats, null, 2)}\n` : formatStats(stats));
   });
 };

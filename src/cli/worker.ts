@@ -8,6 +8,7 @@ import { loadTasksModule } from "./tasks-module.ts";
 
 interface WorkerOptions extends DatabaseOptions {
   tasks: string;
+  listenUrl?: string;
   concurrency?: number;
   drainTimeout?: number;
   healthPort?: number;
@@ -24,6 +25,7 @@ export const workerCommand = (program: Command): void => {
       .option("--concurrency <n>", "most jobs running at once", integerOption("--concurrency", 1))
       .option("--drain-timeout <ms>", "how long running jobs may finish after a stop signal", integerOption("--drain-timeout"))
       .option("--health-port <port>", "serve /health and /ready on this port", integerOption("--health-port"))
+      .option("--listen-url <url>", "a direct connection to PostgreSQL for LISTEN, when --database-url goes through PgBouncer")
       .option("--migrate", "apply migrations before starting (always done for the embedded server)")
       .option("--pretty", "human-readable logs instead of JSON"),
   ).action(async (options: WorkerOptions) => {
@@ -38,13 +40,27 @@ export const workerCommand = (program: Command): void => {
       schema: options.schema,
       migrate: options.migrate || database.source === "embedded" || moduleOptions.migrate,
       logger,
+      ...(options.transactionPooling ? { transactionPooling: true } : {}),
+      ...(options.statementTimeout !== undefined ? { statementTimeoutMs: options.statementTimeout } : {}),
+      ...(options.listenUrl !== undefined ? { listenConnectionString: options.listenUrl } : {}),
       ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
       ...(options.drainTimeout !== undefined ? { drainTimeoutMs: options.drainTimeout } : {}),
       ...(options.healthPort !== undefined ? { health: { ...moduleOptions.health, port: options.healthPort } } : {}),
     });
     let stopRequested: () => void = () => undefined;
     const stopSignal = new Promise<void>((resolve) => (stopRequested = resolve));
-    const removeSignals = onShutdownSignals({ drain: stopRequested, force: () => supervisor.force() });
+    const removeSignals = onShutdownSignals({
+      drain: stopRequested,
+      force: () => {
+        supervisor.force();
+        // force() ends the drain within about a second whatever the database does; should anything
+        // still hold the process (a start-up still connecting or migrating), it exits anyway.
+        setTimeout(() => {
+          process.stderr.write("picket: still stopping 1.8 s after the second signal; exiting now (jobs still held return through the sweep)\n");
+          process.exit(1);
+        }, 1_800).unref();
+      },
+    });
     try {
       await supervisor.start();
       await stopSignal;
