@@ -8,7 +8,7 @@ import { enqueueJob, openPool } from "../src/db/index.ts";
 import { jobMachine } from "../src/machines/job-machine.ts";
 import { supervisorMachine } from "../src/machines/supervisor-machine.ts";
 import { checkPayload, defineTask, type StandardSchema } from "../src/runtime/task.ts";
-import { useTestDatabase } from "./support/db.ts";
+import { interceptedPool, useTestDatabase } from "./support/db.ts";
 import { claimed, row } from "./support/factory.ts";
 import { startWorker } from "./support/worker.ts";
 
@@ -54,6 +54,30 @@ describe("runtime edges", () => {
     await db.pool.query("DROP TRIGGER always_busy ON picket.jobs");
     await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
     expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", attempts: 1, result: "ok" });
+  });
+
+  it("never sweeps its own claim whose outcome waits to be written, though its lease ran out on the server", async () => {
+    // Renewals and completions cannot reach the database for a while (refused as a dropped
+    // connection would be); the worker's own sweep, every 100 ms, runs throughout.
+    let down = true;
+    const { pool, end } = interceptedPool(db.url, (statement, forward) =>
+      down && /^picket_(renew|complete)_/.test(statement.name) ? Promise.reject(Object.assign(new Error("connection lost"), { code: "08006" })) : forward(),
+    );
+    try {
+      const task = defineTask({ name: "edge-own-sweep", leaseMs: 300, handler: async () => "ok" });
+      const job = await enqueueJob(db.pool, { type: "edge-own-sweep", maxAttempts: 1 });
+      const { outcomes, logs } = await startWorker({ pool, tasks: [task] });
+      await expect.poll(async () => (await row(db.pool, job.id)).status, { timeout: 5_000 }).toBe("processing");
+      await sleep(1_200); // four leases: long expired on the server
+      const { rows } = await db.pool.query("SELECT lock_until < now() AS expired FROM picket.jobs WHERE id = $1", [job.id]);
+      expect(rows[0].expired).toBe(true);
+      expect(logs.some((l) => l.msg === "sweep reclaimed jobs whose lease expired")).toBe(false);
+      down = false;
+      await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+      expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", attempts: 1, errors: [] });
+    } finally {
+      await end();
+    }
   });
 
   it("keeps a job going when its progress cannot be written, and says so", async () => {

@@ -101,6 +101,18 @@ describe("the reclaim sweep", () => {
     }
   });
 
+  it("never reclaims the claims the sweeping worker names as its own, however long expired", async () => {
+    const [mine, theirs] = await claimed(db.pool, "held-own", 2);
+    await expireLease(db.pool, mine!.id, 60_000);
+    await expireLease(db.pool, theirs!.id, 60_000);
+    const before = await row(db.pool, mine!.id);
+    const swept = await sweepExpiredClaims(db.pool, 10, { held: [mine!.claimToken, "00000000-0000-4000-8000-000000000000"] });
+    expect(swept.map((s) => s.id)).toEqual([theirs!.id]);
+    expect(await row(db.pool, mine!.id)).toEqual(before);
+    // Held by nobody, it is reclaimed like any other.
+    expect((await sweepExpiredClaims(db.pool, 10, { held: [] })).map((s) => s.id)).toEqual([mine!.id]);
+  });
+
   it("touches at most its batch size per call, oldest lease first", async () => {
     const jobs = await claimed(db.pool, "bounded", 25);
     for (const [i, job] of jobs.entries()) await expireLease(db.pool, job.id, 10_000 + i * 1000);

@@ -112,3 +112,18 @@ export const probeConnection = (config: pg.ClientConfig, timeoutMs: number): Pro
         (error: unknown) => finish(error instanceof Error ? error.message : String(error)),
       );
   });
+
+/**
+ * Ends a pool picket opened without waiting on a server that does not answer: a connection still
+ * opening after `graceMs` (to a paused server, it would wait out its connect timeout) is closed at
+ * once. (pg-pool lists its connections only in a field of its own, _clients.)
+ */
+export const endPool = async (pool: pg.Pool, graceMs: number): Promise<void> => {
+  const ended = pool.end();
+  let timer: NodeJS.Timeout | undefined;
+  const late = await Promise.race([ended.then(() => false), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), graceMs)))]);
+  clearTimeout(timer);
+  if (!late) return;
+  for (const client of (pool as unknown as { _clients?: unknown[] })._clients ?? []) destroySocket(client);
+  await ended;
+};

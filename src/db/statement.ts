@@ -64,16 +64,12 @@ export const destroySocket = (client: unknown): void => {
   (client as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
 };
 
-/** Connections picket has checked out of each pool for a statement in flight. */
-const inFlight = new WeakMap<PoolLike, Set<pg.PoolClient>>();
+/** Statements in flight on connections picket checked out of each pool, each with the way to end it now. */
+const inFlight = new WeakMap<PoolLike, Map<pg.PoolClient, (error: StatementTimeoutError) => void>>();
 
 const giveUp = (client: pg.PoolClient, reason: Error): void => {
   sendCancel(client);
-  try {
-    client.release(reason);
-  } catch {
-    // Already released by abortStatements.
-  }
+  client.release(reason);
   destroySocket(client);
 };
 
@@ -84,10 +80,7 @@ const giveUp = (client: pg.PoolClient, reason: Error): void => {
  */
 export const abortStatements = (pool: Queryable): void => {
   if (!isPool(pool)) return;
-  const clients = inFlight.get(pool);
-  if (clients === undefined) return;
-  for (const client of clients) giveUp(client, new StatementTimeoutError("picket: the statement was abandoned: the worker is stopping."));
-  clients.clear();
+  for (const end of [...(inFlight.get(pool)?.values() ?? [])]) end(new StatementTimeoutError("picket: the statement was abandoned: the worker is stopping."));
 };
 
 const timeoutError = (statement: Statement, timeoutMs: number, cause?: unknown): StatementTimeoutError =>
@@ -102,50 +95,39 @@ const onPool = <R extends pg.QueryResultRow>(pool: PoolLike, config: pg.QueryCon
   new Promise<pg.QueryResult<R>>((resolve, reject) => {
     let client: pg.PoolClient | undefined;
     let settled = false;
-    const settle = (finish: () => void) => {
+    // A checked-out connection has no listener of the pool's: an error it emits outside the
+    // statement (the server closing it) is the statement's, as in pg-pool's own query().
+    const onError = (error: Error) => finish(error);
+    const finish = (error: unknown, result?: pg.QueryResult<R>) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      finish();
+      if (client !== undefined) {
+        inFlight.get(pool)?.delete(client);
+        client.removeListener("error", onError);
+        if (error instanceof StatementTimeoutError) giveUp(client, error);
+        // As pg-pool's own query() does: a connection that saw an error is not reused.
+        else client.release(error === undefined ? undefined : error instanceof Error ? error : new Error(String(error)));
+      }
+      if (error === undefined) resolve(result!);
+      else reject(error);
     };
-    const timer = setTimeout(
-      () =>
-        settle(() => {
-          const error = timeoutError(statement, timeoutMs);
-          if (client !== undefined) {
-            inFlight.get(pool)?.delete(client);
-            giveUp(client, error);
-          }
-          reject(error);
-        }),
-      timeoutMs,
-    );
-    pool.connect().then(
-      (connection) => {
-        // The bound passed while waiting for a connection: give it back unused.
-        if (settled) return connection.release();
-        client = connection;
-        let clients = inFlight.get(pool);
-        if (clients === undefined) inFlight.set(pool, (clients = new Set()));
-        clients.add(connection);
-        connection.query<R>(config).then(
-          (result) =>
-            settle(() => {
-              clients.delete(connection);
-              connection.release();
-              resolve(result);
-            }),
-          (error: unknown) =>
-            settle(() => {
-              clients.delete(connection);
-              // As pg-pool's own query() does: a connection that saw an error is not reused.
-              connection.release(error instanceof Error ? error : new Error(String(error)));
-              reject(error);
-            }),
-        );
-      },
-      (error: unknown) => settle(() => reject(error)),
-    );
+    const timer = setTimeout(() => finish(timeoutError(statement, timeoutMs)), timeoutMs);
+    // The callback form: it runs as the pool hands the connection over, so the error listener is
+    // in place before anything else the server sent in the same read (a promise would leave a gap).
+    pool.connect((error, connection) => {
+      if (error !== undefined || connection === undefined) return finish(error);
+      // The bound passed while waiting for a connection: give it back unused.
+      if (settled) return connection.release();
+      client = connection;
+      connection.on("error", onError);
+      let statements = inFlight.get(pool);
+      if (statements === undefined) inFlight.set(pool, (statements = new Map()));
+      statements.set(connection, finish);
+      // The callback form again: it runs as the reply is read, so a result that arrived is kept
+      // even when the server closes the connection in the same read (the error event comes after).
+      connection.query<R>(config, (failure: Error | undefined, result: pg.QueryResult<R>) => finish(failure ?? undefined, result));
+    });
   });
 
 /** Runs on a client the caller holds (perhaps inside their transaction): cancelled past the bound, never destroyed. */
@@ -193,17 +175,16 @@ export const checkOut = (pool: pg.Pool, timeoutMs: number): Promise<pg.PoolClien
       late = true;
       reject(new StatementTimeoutError(`picket: no database connection within ${timeoutMs} ms (a slow, paused or unreachable server, or a pool with no connection free).`));
     }, timeoutMs);
-    pool.connect().then(
-      (client) => {
-        clearTimeout(timer);
-        if (late) client.release();
-        else resolve(client);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
+    pool.connect((error, client) => {
+      clearTimeout(timer);
+      if (error !== undefined || client === undefined) {
         if (!late) reject(error);
-      },
-    );
+      } else if (late) {
+        client.release();
+      } else {
+        resolve(client);
+      }
+    });
   });
 
 /**

@@ -8,6 +8,7 @@ import {
   claimJobs,
   deleteFinishedJobs,
   describeConnection,
+  endPool,
   migrate,
   openPool,
   probeConnection,
@@ -46,6 +47,9 @@ interface RunningJob {
 
 /** How long after the drain deadline releases and outcomes in flight may still be written. */
 const RELEASE_GRACE_MS = 1_000;
+
+/** How long stop() lets its pool's connections close politely before it closes them itself. */
+const POOL_END_GRACE_MS = 500;
 
 /** The health check's own connection must answer within this. */
 const HEALTH_PROBE_MS = 2_000;
@@ -247,7 +251,7 @@ export class Supervisor {
         // Statements still in flight (a renewal, the sweep, a write given up) are cancelled and
         // their connections closed, so ending the pool never waits on the database.
         abortStatements(this.pool);
-        if (!this.options.pool) await this.pool.end();
+        if (!this.options.pool) await endPool(this.pool, POOL_END_GRACE_MS);
       }
       this.logger.info({ outcomes: this.outcomes }, "worker stopped");
     })();

@@ -1,12 +1,16 @@
 // A PostgreSQL server of a test file's own, for the faults an operator causes to a whole server:
 // paused with SIGSTOP, stopped and started again. The suite's shared server must never see those
 // (other files run on it at the same time).
+import { execFile } from "node:child_process";
 import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
+import { promisify } from "node:util";
 import { afterAll, beforeAll } from "vitest";
 import { migrate, startEmbeddedPostgres, type EmbeddedPostgres } from "../../src/db/index.ts";
+
+const run = promisify(execFile);
 
 export interface OwnServer {
   url: string;
@@ -28,10 +32,12 @@ export const useOwnServer = (): OwnServer => {
   let paused = false;
   const handle = {} as OwnServer;
   const settings = { fsync: "off", synchronous_commit: "off", full_page_writes: "off" };
-  // The server leads its own process group (it is spawned detached): one signal reaches them all.
+  // The postmaster and every process it started (each backend leads a process group of its own,
+  // so a signal to the postmaster's group would miss them).
   const signalAll = async (signal: NodeJS.Signals) => {
-    const pid = Number((await readFile(path.join(dataDir, "postmaster.pid"), "utf8")).split("\n")[0]);
-    process.kill(-pid, signal);
+    const postmaster = Number((await readFile(path.join(server!.dataDir, "postmaster.pid"), "utf8")).split("\n")[0]);
+    const { stdout } = await run("ps", ["-o", "pid=", "--ppid", String(postmaster)]);
+    for (const pid of [postmaster, ...stdout.split("\n").filter((l) => l.trim() !== "").map(Number)]) process.kill(pid, signal);
   };
   handle.pause = async () => {
     await signalAll("SIGSTOP");
