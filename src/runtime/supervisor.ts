@@ -41,8 +41,11 @@ interface RunningJob {
   slotTakenAt: number;
   /** When (performance.now()) the statement that last confirmed its lease, the claim or a renewal, was sent. */
   confirmedAt: number;
-  /** Its handler has returned or thrown: the outcome is on its way, and the lease deadline no longer interrupts it. */
-  handlerSettled: boolean;
+  /**
+   * When (performance.now()) its handler returned or threw: the outcome is on its way, and the
+   * lease deadline no longer interrupts it. Undefined while the handler has not ended.
+   */
+  handlerSettledAt: number | undefined;
 }
 
 /** How long after the drain deadline releases and outcomes in flight may still be written. */
@@ -179,7 +182,7 @@ export class Supervisor {
       leaseLost: (job) => this.running.get(job)?.actor.send({ type: "LEASE_LOST" }),
       handlerSettled: (job) => {
         const entry = this.running.get(job);
-        if (entry) entry.handlerSettled = true;
+        if (entry) entry.handlerSettledAt = performance.now();
       },
       ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
     });
@@ -455,7 +458,7 @@ export class Supervisor {
       holdsSlot: slotFree,
       slotTakenAt: performance.now(),
       confirmedAt: claimSentAt,
-      handlerSettled: false,
+      handlerSettledAt: undefined,
     };
     const finish = (outcome: JobOutcome, error: string | null) => {
       this.queued.delete(entry);
@@ -499,7 +502,7 @@ export class Supervisor {
     let next = Infinity;
     const expired: RunningJob[] = [];
     for (const entry of this.running.values()) {
-      if (entry.handlerSettled || !beforeOutcome(entry.actor.getSnapshot())) continue;
+      if (entry.handlerSettledAt !== undefined || !beforeOutcome(entry.actor.getSnapshot())) continue;
       const deadline = localDeadline(entry.confirmedAt, entry.job.leaseMs);
       if (deadline <= now) expired.push(entry);
       else next = Math.min(next, deadline);
@@ -521,10 +524,14 @@ export class Supervisor {
 
   /** An event loop that was blocked: a warning naming the tasks whose handlers ran in this thread, if it ate into their lease. */
   private reportStall(stalledMs: number): void {
+    const stallStart = performance.now() - stalledMs;
     const inThread = new Map<string, number>();
-    for (const { job, actor } of this.running.values()) {
+    for (const { job, actor, handlerSettledAt } of this.running.values()) {
       const task = this.tasks.get(job.type);
-      if (task && task.isolate === undefined && actor.getSnapshot().matches("running")) inThread.set(task.name, task.leaseMs);
+      if (task === undefined || task.isolate !== undefined) continue;
+      // A handler still running, or one that ended once the loop ran again (nothing else ran
+      // while it was blocked, so that handler was running then).
+      if (handlerSettledAt === undefined ? actor.getSnapshot().matches("running") : handlerSettledAt >= stallStart) inThread.set(task.name, task.leaseMs);
     }
     const shortest = Math.min(...inThread.values());
     if (inThread.size === 0 || stalledMs < leaseMarginMs(shortest)) return;
