@@ -6,10 +6,10 @@ import { spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { completeJobs, enqueueJobs, renewLeases } from "../src/db/index.ts";
+import { claimJobs, completeJobs, enqueueJobs, renewLeases } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { claimed, row } from "./support/factory.ts";
+import { claimed, row, want } from "./support/factory.ts";
 import { createRunsTable, overlappingRuns, recordedRun } from "./support/runs.ts";
 import { startWorker } from "./support/worker.ts";
 
@@ -179,6 +179,20 @@ describe("lease renewal", () => {
     const lockUntil = (result as { lockUntil: Date }).lockUntil;
     expect(lockUntil.getTime() - released.getTime()).toBeGreaterThanOrEqual(1_490);
     expect((await row(db.pool, job!.id)).lock_until).toEqual(lockUntil);
+  });
+
+  it("is granted by the claim too from the moment the row is written, when the claim had to wait for a table lock", async () => {
+    await enqueueJobs(db.pool, [{ type: "claim-after-wait" }]);
+    const holder = await db.connect();
+    await holder.query("BEGIN");
+    await holder.query("LOCK TABLE picket.jobs IN SHARE MODE");
+    const claim = claimJobs(db.pool, "waiting-worker", [want("claim-after-wait", { limit: 1, leaseMs: 1_500 })]);
+    await sleep(1_000);
+    const released = (await holder.query("SELECT clock_timestamp() AS at")).rows[0].at as Date;
+    await holder.query("COMMIT");
+    const [job] = await claim;
+    expect(job!.leaseMs).toBe(1_500);
+    expect(job!.lockUntil.getTime() - released.getTime()).toBeGreaterThanOrEqual(1_490);
   });
 
   it("skips a row another session holds: the others in the batch are renewed, the held one reported busy, at once", async () => {

@@ -98,6 +98,9 @@ describe("names and keys PostgreSQL would refuse", () => {
   });
 
   it("says which live job holds the key when a dead job with that key is retried (library and CLI)", async () => {
+    // An earlier job with the key finished long ago: it holds nothing.
+    const earlier = await enqueueJob(db.pool, { type: "keyed", key: "welcome:ada" });
+    await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() WHERE id = $1", [earlier.id]);
     const dead = await enqueueJob(db.pool, { type: "keyed", key: "welcome:ada" });
     await db.pool.query("UPDATE picket.jobs SET status = 'dead', finished_at = now() WHERE id = $1", [dead.id]);
     const live = await enqueueJob(db.pool, { type: "keyed", key: "welcome:ada" });
