@@ -22,7 +22,13 @@ await Promise.all(
     for (;;) {
       const claimed = await claimJobs(pool, "limit", [want]);
       if (claimed.length === 0) return;
-      await completeJobs(pool, claimed.map((j) => ({ id: j.id, token: j.claimToken })));
+      // A row another connection's claim holds for a moment is reported busy: written again, as
+      // the runtime does.
+      let left = claimed.map((j) => ({ id: j.id, token: j.claimToken }));
+      while (left.length > 0) {
+        const results = await completeJobs(pool, left);
+        left = left.filter((_, i) => results[i]!.outcome === "busy");
+      }
     }
   }),
 );

@@ -11,8 +11,12 @@ class RowBusy {
   readonly _tag = "RowBusy";
 }
 
-/** Retry spacing: 50 ms doubling, at most 1 s apart, jittered so a batch of writes does not retry in step. */
-const retrySpacing = Schedule.min([Schedule.exponential("50 millis", 2), Schedule.spaced("1 second")]).pipe(Schedule.jittered);
+/**
+ * Retry spacing: 5 ms doubling, at most 1 s apart, jittered so a batch of writes does not retry in
+ * step. The first retries come quickly because most busy rows are held for a moment only: another
+ * worker's claim, scanning index entries of rows just claimed, locks them until it commits.
+ */
+const retrySpacing = Schedule.min([Schedule.exponential("5 millis", 2), Schedule.spaced("1 second")]).pipe(Schedule.jittered);
 
 /**
  * Runs `run` until it reports applied or fenced. A non-transient error (a value the database
