@@ -73,6 +73,44 @@ describe("bookkeeping is not the work", () => {
     }
   });
 
+  it("writes progress once a row held by another session for a moment is free, and drops it without holding the handler when the row stays held", async () => {
+    let step: (n: number) => void = () => undefined;
+    const steps: number[] = [];
+    const task = defineTask({
+      name: "progress-busy",
+      handler: async (_p, { reportProgress }) => {
+        for (const n of [1, 2]) {
+          await new Promise<void>((resolve) => (step = (m) => m === n && resolve()));
+          const started = Date.now();
+          await reportProgress({ step: n });
+          steps.push(Date.now() - started);
+        }
+        return "done";
+      },
+    });
+    const job = await enqueueJob(db.pool, { type: "progress-busy" });
+    const { outcomes } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(async () => (await row(db.pool, job.id)).status, { timeout: 5_000 }).toBe("processing");
+    const holder = await db.connect();
+    // Held for 100 ms: the write waits it out and lands.
+    await holder.query("BEGIN");
+    await holder.query("SELECT 1 FROM picket.jobs WHERE id = $1 FOR UPDATE", [job.id]);
+    step(1);
+    await new Promise((r) => setTimeout(r, 100));
+    await holder.query("COMMIT");
+    await expect.poll(() => steps.length, { timeout: 5_000 }).toBe(1);
+    expect(await row(db.pool, job.id)).toMatchObject({ progress: { step: 1 } });
+    // Held for good: the handler goes on after a few tries, the value dropped.
+    await holder.query("BEGIN");
+    await holder.query("SELECT 1 FROM picket.jobs WHERE id = $1 FOR UPDATE", [job.id]);
+    step(2);
+    await expect.poll(() => steps.length, { timeout: 5_000 }).toBe(2);
+    expect(steps[1]).toBeLessThan(2_000);
+    await holder.query("COMMIT");
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", progress: { step: 1 } });
+  });
+
   it("records progress on the row while the job runs", async () => {
     let release: () => void = () => undefined;
     const task = defineTask({

@@ -82,8 +82,16 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
       // one means the claim is gone, so the handler is interrupted like on a fenced renewal.
       reportProgress: async (progress) => {
         try {
-          const [result] = await reportProgress(db, [{ ...claimOf(job), progress }], options);
-          if (result?.outcome === "fenced") deps.leaseLost(job);
+          // A row held for a moment (another worker's claim, or the rollback of a statement that
+          // just failed) is tried again a few times, 315 ms in all; progress is telemetry, so a row
+          // held longer than that does not hold the handler up: this value is dropped.
+          for (let wait = 5; ; wait *= 2) {
+            const [result] = await reportProgress(db, [{ ...claimOf(job), progress }], options);
+            if (result?.outcome === "fenced") deps.leaseLost(job);
+            if (result?.outcome !== "busy") return;
+            if (wait > 160) return logger.debug("progress not written: the job's row is held by another session");
+            await new Promise((resolve) => setTimeout(resolve, wait));
+          }
         } catch (error) {
           logger.warn({ err: error }, "progress write failed; the job goes on");
         }
