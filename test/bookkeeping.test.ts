@@ -34,7 +34,8 @@ describe("bookkeeping is not the work", () => {
     try {
       const job = await enqueueJob(db.pool, { type: "unrecordable" });
       const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
-      await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "abandoned" });
+      // Its listeners hear why the outcome could not be written.
+      await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "abandoned", error: "completion refused by test" });
       expect(runs).toBe(1);
       const stuck = await row(db.pool, job.id);
       // Not a handler failure: no error recorded, no retry scheduled, still this worker's claim.

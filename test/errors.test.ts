@@ -16,17 +16,44 @@ import { isAuthFailure, isMissingDatabase } from "../src/db/errors.ts";
 import { checkSchemaName, perSchema } from "../src/db/schema-name.ts";
 
 describe("database errors", () => {
-  it.each(["40001", "40P01", "57P01", "57P02", "57P03", "08000", "08003", "08006", "ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT"])(
-    "retries code %s",
-    (code) => expect(isTransientDbError(Object.assign(new Error("x"), { code }))).toBe(true),
-  );
+  it.each([
+    ["40001", "serialization failure"],
+    ["40P01", "deadlock"],
+    ["57P01", "admin shutdown, pg_terminate_backend"],
+    ["57P02", "crash shutdown"],
+    ["57P03", "cannot connect now (starting up)"],
+    ["57014", "statement cancelled (statement_timeout, a cancel request)"],
+    ["08000", "connection exception"],
+    ["08003", "connection does not exist"],
+    ["08006", "connection failure"],
+    ["53300", "too many connections"],
+    ["53200", "out of memory"],
+    ["55P03", "lock not available (lock_timeout)"],
+    ["58030", "I/O error"],
+    ["25006", "read-only transaction (a replica, a failover)"],
+    ["ECONNRESET", ""],
+    ["ECONNREFUSED", ""],
+    ["ECONNABORTED", ""],
+    ["EPIPE", ""],
+    ["ETIMEDOUT", ""],
+    ["EHOSTUNREACH", ""],
+    ["ENETUNREACH", ""],
+    ["EAI_AGAIN", "DNS lookup failed for now"],
+    ["ENOTFOUND", "host not found"],
+  ])("retries code %s (%s)", (code) => expect(isTransientDbError(Object.assign(new Error("x"), { code }))).toBe(true));
 
-  it.each(["23505", "42P01", "22P02", "57014", "3D000", "28P01", "", "X08", "ENOENT"])("does not retry code %j", (code) =>
+  it.each(["23505", "42P01", "22P02", "P0001", "25P02", "3D000", "28P01", "", "X08", "ENOENT"])("does not retry code %j", (code) =>
     expect(isTransientDbError(Object.assign(new Error("x"), { code }))).toBe(false),
   );
 
   it("retries pg's connection-loss messages, whatever their case, and nothing else by message", () => {
-    for (const message of ["Connection terminated unexpectedly", "connection ended", "Client has encountered a connection error and is not queryable", "CONNECTION TERMINATED"]) {
+    for (const message of [
+      "Connection terminated unexpectedly",
+      "connection ended",
+      "Client has encountered a connection error and is not queryable",
+      "CONNECTION TERMINATED",
+      "timeout exceeded when trying to connect",
+    ]) {
       expect(isTransientDbError(new Error(message))).toBe(true);
     }
     expect(isTransientDbError(new Error("relation does not exist"))).toBe(false);

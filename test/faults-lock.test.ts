@@ -92,7 +92,7 @@ describe("a row locked by another session", () => {
       expect(Date.now() - stopAt).toBeLessThan(500 + 2_000);
       // The free job was released unrun-charged; the locked one could not be written and is left to the sweep.
       expect(outcomes.find((o) => o.id === free)).toMatchObject({ outcome: "released" });
-      expect(outcomes.find((o) => o.id === locked)).toMatchObject({ outcome: "abandoned" });
+      expect(outcomes.find((o) => o.id === locked)).toMatchObject({ outcome: "abandoned", error: "the drain's time ran out before the write finished" });
     } finally {
       await lock.release();
     }

@@ -47,25 +47,30 @@ interface PgLikeError {
 const asPgError = (error: unknown): PgLikeError =>
   typeof error === "object" && error !== null ? (error as PgLikeError) : {};
 
+// SQLSTATE classes of a server or a connection in trouble, not of the statement: connection
+// exceptions (08), transaction rollbacks (40: serialization failures, deadlocks), insufficient
+// resources (53: too many connections, out of memory or disk), objects in use or locks not
+// available (55), operator intervention (57: shutdowns, cancels, terminated backends), system
+// errors (58).
+const TRANSIENT_CLASSES = new Set(["08", "40", "53", "55", "57", "58"]);
+
+// Node's own errors for a peer that cannot be reached, or went away.
+const NETWORK_ERRORS = new Set(["ECONNRESET", "ECONNREFUSED", "ECONNABORTED", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ENOTFOUND"]);
+
 /**
- * Errors worth retrying: serialization failures, deadlocks, admin shutdowns, connection loss, and
- * statements that ran past their bound. Node socket errors (ECONNRESET, ...) count as connection loss.
+ * Errors worth retrying: anything that says the server or the connection is in trouble rather
+ * than that the statement is wrong, and statements that ran past their bound. A read-only server
+ * (25006: a replica, or a primary during failover) counts: it will take the write once promoted.
+ * pg's and pg-pool's own connection errors have no code; they are known by their words.
  */
 export const isTransientDbError = (error: unknown): boolean => {
   if (error instanceof StatementTimeoutError) return true;
   const code = asPgError(error).code ?? "";
   return (
-    code === "40001" ||
-    code === "40P01" ||
-    code === "57P01" ||
-    code === "57P02" ||
-    code === "57P03" ||
-    code.startsWith("08") ||
-    code === "ECONNRESET" ||
-    code === "ECONNREFUSED" ||
-    code === "EPIPE" ||
-    code === "ETIMEDOUT" ||
-    /Connection terminated|connection ended|Client has encountered a connection error/i.test(
+    TRANSIENT_CLASSES.has(code.slice(0, 2)) ||
+    code === "25006" ||
+    NETWORK_ERRORS.has(code) ||
+    /Connection terminated|connection ended|Client has encountered a connection error|timeout exceeded when trying to connect/i.test(
       asPgError(error).message ?? "",
     )
   );

@@ -120,7 +120,7 @@ export const jobMachine = setup({
     context: {} as JobMachineContext,
     events: {} as JobMachineEvent,
     input: {} as JobMachineInput,
-    output: {} as { outcome: JobOutcome; error: JobError | null; intended: JobOutcome | null },
+    output: {} as { outcome: JobOutcome; error: JobError | null; intended: JobOutcome | null; writeError: string | null },
   },
   actors: {
     /** Checks the payload against the task's schema (rejects with a message when it does not fit). */
@@ -342,7 +342,7 @@ export const jobMachine = setup({
     },
     done: { type: "final" },
   },
-  output: ({ context }) => ({ outcome: context.outcome!, error: context.error, intended: context.intended }),
+  output: ({ context }) => ({ outcome: context.outcome!, error: context.error, intended: context.intended, writeError: context.writeError }),
 });
 
 export type JobMachine = typeof jobMachine;

@@ -480,7 +480,8 @@ export class Supervisor {
       },
       complete: () => {
         const output = entry.actor.getSnapshot().output!;
-        finish(output.outcome, output.error ? `${output.error.kind}: ${output.error.message}` : null);
+        // An outcome given up says why it could not be written; any other, why the attempt failed.
+        finish(output.outcome, output.outcome === "abandoned" ? output.writeError : output.error ? `${output.error.kind}: ${output.error.message}` : null);
       },
       error: (error) => {
         this.logger.error({ err: error, job_id: job.id }, "job machine failed; the sweep will retry the job after its lease");
