@@ -92,20 +92,43 @@ describe("supervisor machine against the real runtime", () => {
     await stopped;
   });
 
-  it("remembers a force() sent while the drain waits for an in-flight poll", async () => {
+  it("ends the wait for an in-flight poll at a force(): the claim is cancelled, its job left pending and unclaimed", async () => {
     const endless = defineTask({ name: "sv-forced", timeoutMs: 60_000, handler: (_p, { signal }) => hang(signal) });
-    await enqueueJobs(db.pool, [{ type: "sv-forced" }]);
+    const [job] = await enqueueJobs(db.pool, [{ type: "sv-forced" }]);
     const blocker = await db.connect();
     await blocker.query("BEGIN");
     await blocker.query("LOCK TABLE picket.jobs IN EXCLUSIVE MODE");
-    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [endless], drainTimeoutMs: 60_000, ...recorder() });
-    await sleep(150);
+    try {
+      const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [endless], drainTimeoutMs: 60_000, ...recorder() });
+      await sleep(150);
+      const stopped = supervisor.stop();
+      const forcedAt = Date.now();
+      supervisor.force();
+      await stopped; // while the table is still locked: without the cancel this would wait for the lock
+      expect(Date.now() - forcedAt).toBeLessThan(2_000);
+      expect(outcomes).toEqual([]);
+    } finally {
+      await blocker.query("COMMIT");
+    }
+    expect(await db.pool.query("SELECT status, attempts FROM picket.jobs WHERE id = $1", [job!.id]).then((r) => r.rows[0])).toEqual({ status: "pending", attempts: 0 });
+  });
+
+  it("goes on to release the running jobs when a force() cut an in-flight poll short", async () => {
+    const endless = defineTask({ name: "sv-forced-running", timeoutMs: 60_000, handler: (_p, { signal }) => hang(signal) });
+    const [running] = await enqueueJobs(db.pool, [{ type: "sv-forced-running" }]);
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [endless], concurrency: 2, drainTimeoutMs: 60_000, ...recorder() });
+    await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    // The next poll (a slot is free) blocks on the table; the running job waits to be released.
+    const blocker = await db.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("LOCK TABLE picket.jobs IN EXCLUSIVE MODE");
+    await sleep(300);
     const stopped = supervisor.stop();
     supervisor.force();
-    await sleep(50);
+    await sleep(100);
     await blocker.query("COMMIT");
-    await stopped; // without the remembered force this would wait out the 60 s deadline
-    expect(outcomes.map((o) => o.outcome)).toEqual(["released"]);
+    await stopped;
+    expect(outcomes).toEqual([expect.objectContaining({ id: running!.id, outcome: "released" })]);
   });
 
   it("logs a failing poll and polls again; a poll that fails after STOP ends in the drain", async () => {

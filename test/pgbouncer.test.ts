@@ -4,7 +4,7 @@
 // this file's own database; it must be installed (test/support/pgbouncer.ts says how), never skipped.
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DatabaseUnreachableError, enqueueJob, enqueueJobs, migrate, openPool, readMigrations } from "../src/db/index.ts";
+import { claimJobs, DatabaseUnreachableError, enqueueJob, enqueueJobs, migrate, openPool, readMigrations, StatementTimeoutError } from "../src/db/index.ts";
 import { createSupervisor } from "../src/runtime/supervisor.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -173,6 +173,28 @@ describe("through PgBouncer in transaction mode", () => {
     expect(outcomes.every((o) => o.outcome === "completed")).toBe(true);
     expect(await count("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'pgb-polled' AND status = 'completed' AND attempts = 1")).toBe(50);
     expect(trouble(logs)).toEqual([]);
+  });
+
+  it("cancels a statement past its bound on the server, through PgBouncer: a claim that timed out takes nothing later", async () => {
+    const [job] = await enqueueJobs(db.pool, [{ type: "pgb-cancelled" }]);
+    const holder = await db.connect();
+    await holder.query("BEGIN");
+    // Every UPDATE of the table waits: the claim cannot write its rows while this is held.
+    await holder.query("LOCK TABLE picket.jobs IN SHARE MODE");
+    try {
+      const claim = claimJobs(bounced, "pgb-worker", [{ type: "pgb-cancelled", limit: 1, leaseMs: 60_000, backoffBaseMs: 1_000, backoffMaxMs: 1_000 }], {
+        preparedStatements: false,
+        timeoutMs: 500,
+      });
+      await expect(claim).rejects.toThrow(StatementTimeoutError);
+      // Nothing of it waits on the server any more: PgBouncer passed the cancel on.
+      const waiting = "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND wait_event_type = 'Lock' AND query LIKE '%candidates%'";
+      await expect.poll(async () => (await db.pool.query(waiting)).rows[0].n, { timeout: 1_500 }).toBe(0);
+    } finally {
+      await holder.query("COMMIT");
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await db.pool.query("SELECT status, attempts FROM picket.jobs WHERE id = $1", [job!.id])).rows[0]).toEqual({ status: "pending", attempts: 0 });
   });
 
   it("without transactionPooling, refuses to start with a message that says to set it, and sets nothing on the server", async () => {

@@ -2,9 +2,10 @@
 // write that keeps failing transiently giving up at the lease, the health server's own logging,
 // what a failed progress write does, schema validators' messages, the pool's size, and the bare
 // machines' refusal to run actors the runtime did not provide.
+import pg from "pg";
 import { createActor, waitFor } from "xstate";
 import { describe, expect, it } from "vitest";
-import { enqueueJob, openPool } from "../src/db/index.ts";
+import { enqueueJob, openPool, runStatement } from "../src/db/index.ts";
 import { jobMachine } from "../src/machines/job-machine.ts";
 import { supervisorMachine } from "../src/machines/supervisor-machine.ts";
 import { checkPayload, defineTask, type StandardSchema } from "../src/runtime/task.ts";
@@ -77,6 +78,71 @@ describe("runtime edges", () => {
       expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", attempts: 1, errors: [] });
     } finally {
       await end();
+    }
+  });
+
+  it("gives back, unrun and uncharged, the jobs of a claim whose reply came too late", async () => {
+    // The first claim commits on the server, but its reply reaches the worker after the claim's
+    // bound: the worker never runs those jobs under that claim.
+    let first = true;
+    const { pool, end } = interceptedPool(db.url, async (statement, forward) => {
+      const result = await forward();
+      if (first && statement.name.startsWith("picket_claim_") && result.rows.length > 0) {
+        first = false;
+        await sleep(1_500);
+      }
+      return result;
+    });
+    try {
+      const runs: string[] = [];
+      const task = defineTask({ name: "edge-late-claim", leaseMs: 60_000, handler: async (_p, { job }) => void runs.push(job.id) });
+      const job = await enqueueJob(db.pool, { type: "edge-late-claim", maxAttempts: 1 });
+      const { outcomes, logs } = await startWorker({ pool, tasks: [task], statementTimeoutMs: 500 });
+      await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 10_000 }).toMatchObject({ outcome: "completed" });
+      expect(logs.find((l) => /^a claim's reply never arrived: gave back 1 job/.test(l.msg))).toMatchObject({ level: 40, jobs: [job.id] });
+      // Run once, in its one attempt: the lost claim was not charged.
+      expect(runs).toEqual([job.id]);
+      expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", attempts: 1 });
+    } finally {
+      await end();
+    }
+  });
+
+  it("cancels only its own statements when it stops: others on a shared pool go on", async () => {
+    const pool = new pg.Pool({ connectionString: db.url });
+    try {
+      const task = defineTask({ name: "edge-shared", handler: async () => undefined });
+      const { supervisor } = await startWorker({ pool, tasks: [task] });
+      // The application's own statement on the same pool, in flight while the worker stops.
+      const theirs = runStatement(pool, { text: "SELECT pg_sleep(0.5) AS slept" });
+      await sleep(50);
+      await supervisor.stop();
+      expect((await theirs).rows).toEqual([{ slept: "" }]);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("cancels its own statements still in flight when it stops, on a caller's pool too", async () => {
+    const pool = new pg.Pool({ connectionString: `${db.url}?application_name=edge-own-cancel` });
+    const blocker = await db.connect();
+    try {
+      const task = defineTask({ name: "edge-own-cancel", leaseMs: 400, timeoutMs: 60_000, handler: (_p, { signal }) => new Promise((_r, reject) => signal.addEventListener("abort", () => reject(new Error("stopped")))) });
+      await enqueueJob(db.pool, { type: "edge-own-cancel" });
+      const { supervisor } = await startWorker({ pool, tasks: [task], drainTimeoutMs: 0, statementTimeoutMs: 60_000 });
+      await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+      // Every UPDATE of the table now waits: the renewal (every 100 ms) gets stuck behind it.
+      await blocker.query("BEGIN");
+      await blocker.query("LOCK TABLE picket.jobs IN SHARE MODE");
+      const stuck = "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'edge-own-cancel' AND state = 'active' AND wait_event_type = 'Lock'";
+      await expect.poll(async () => (await db.pool.query(stuck)).rows[0].n, { timeout: 5_000 }).toBeGreaterThan(0);
+      supervisor.force();
+      await supervisor.stop();
+      // Cancelled on the server: nothing of the worker's still waits, though the lock is still held.
+      await expect.poll(async () => (await db.pool.query(stuck)).rows[0].n, { timeout: 1_000 }).toBe(0);
+    } finally {
+      await blocker.query("COMMIT").catch(() => undefined);
+      await pool.end();
     }
   });
 

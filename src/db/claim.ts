@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { InvalidConfigError } from "./errors.ts";
 import { type ClaimedJob, jobColumns } from "./job-row.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
@@ -23,9 +24,11 @@ export interface ClaimWant {
 // FOR UPDATE SKIP LOCKED lets concurrent workers claim disjoint rows without waiting (a
 // candidate locked but not dealt is only held until the statement commits). The UPDATE re-checks
 // status so the statement that writes is the one that decides. A fresh random token fences every
-// later write of this claim; attempts are counted here, at claim. The lease runs from the moment
-// the row is written (clock_timestamp()), as a renewal's does, and is returned with the row. The rows to write are also named
-// as an array (`j.id = ANY (...)`): without it, a plan made without the parameters' values (a
+// later write of this claim: the worker draws them ($8, one per job it may get, in the order jobs
+// are dealt), so it knows them even when the claim's reply never reaches it, and can give such
+// jobs back unrun (giveBackUnreturnedClaims). Attempts are counted here, at claim. The lease runs
+// from the moment the row is written (clock_timestamp()), as a renewal's does, and is returned with
+// the row. The rows to write are also named as an array (`j.id = ANY (...)`): without it, a plan made without the parameters' values (a
 // prepared statement's generic plan) guesses the picked set large and scans the whole table to
 // join it; with it, every plan looks the picked ids up by primary key.
 const claimSql = perSchema(
@@ -45,11 +48,11 @@ const claimSql = perSchema(
       FOR UPDATE SKIP LOCKED
     ) AS p
   ), picked AS (
-    SELECT * FROM candidates ORDER BY turn, ord LIMIT $7
+    SELECT c.*, row_number() OVER (ORDER BY c.turn, c.ord) AS slot FROM candidates AS c ORDER BY c.turn, c.ord LIMIT $7
   )
   UPDATE ${schema}.jobs AS j
   SET status = 'processing',
-      claim_token = gen_random_uuid(),
+      claim_token = ($8::uuid[])[picked.slot],
       locked_by = $6::text,
       locked_at = now(),
       lock_until = clock_timestamp() + picked.lease_ms * interval '1 millisecond',
@@ -78,16 +81,21 @@ const checkWant = (want: ClaimWant): void => {
   positive("backoffMaxMs", 0);
 };
 
+/** The tokens a claim of at most `total` jobs may give out: fresh random UUIDs, one per job. */
+export const drawClaimTokens = (total: number): string[] => Array.from({ length: total }, () => randomUUID());
+
 /**
  * Claims ready jobs for `workerId` in one statement: at most `want.limit` of each wanted type and
  * at most `total` in all (default: the sum of the limits), dealt fairly across types. Returned
- * jobs are processing, carry a fresh claim token, and have attempts already counted.
+ * jobs are processing, carry a fresh claim token, and have attempts already counted. `tokens`
+ * (drawClaimTokens(total), by default drawn here) are the tokens the claim gives out, in order: a
+ * caller that keeps them can give back the jobs of a claim whose reply it never got.
  */
 export const claimJobs = async (
   db: Queryable,
   workerId: string,
   wants: readonly ClaimWant[],
-  options: StatementOptions & { total?: number } = {},
+  options: StatementOptions & { total?: number; tokens?: readonly string[] } = {},
 ): Promise<ClaimedJob[]> => {
   wants.forEach(checkWant);
   const types = new Set(wants.map((want) => want.type));
@@ -100,6 +108,10 @@ export const claimJobs = async (
   }
   // Nothing wanted, no round trip. (A type offered no slot stays in the statement: LIMIT 0.)
   if (wants.length === 0 || total === 0) return [];
+  const tokens = options.tokens ?? drawClaimTokens(total);
+  if (tokens.length < total) {
+    throw new InvalidConfigError(`picket: a claim of up to ${total} jobs needs as many tokens (got ${tokens.length}); draw them with drawClaimTokens(total).`);
+  }
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const { rows } = await runStatement<ClaimedJob>(
     db,
@@ -114,9 +126,30 @@ export const claimJobs = async (
         wants.map((w) => w.backoffMaxMs),
         workerId,
         total,
+        tokens,
       ],
     },
     options,
   );
   return rows;
+};
+
+// Jobs claimed by a statement whose reply never reached the worker (its connection was lost, or
+// it outlived its bound and was cancelled too late): processing under tokens the worker drew but
+// never held. They ran nowhere, so they go back as the drain's release does: pending at once, the
+// attempt not charged. Matched by token among the rows that hold a lease (the sweep's index).
+const giveBackSql = perSchema(
+  (schema) => `
+  UPDATE ${schema}.jobs AS j
+  SET status = 'pending', attempts = greatest(j.attempts - 1, 0), run_at = now(), claim_token = NULL, locked_by = NULL,
+      locked_at = NULL, lock_until = NULL, updated_at = now()
+  WHERE j.lock_until IS NOT NULL AND j.status = 'processing' AND j.claim_token = ANY ($1::uuid[])
+  RETURNING j.id`,
+);
+
+/** Gives back, unrun and uncharged, the jobs a claim gave out under `tokens` (see giveBackSql); returns their ids. */
+export const giveBackUnreturnedClaims = async (db: Queryable, tokens: readonly string[], options: StatementOptions = {}): Promise<string[]> => {
+  if (tokens.length === 0) return [];
+  const { rows } = await runStatement<{ id: string }>(db, { text: giveBackSql(options.schema ?? DEFAULT_SCHEMA), values: [tokens] }, options);
+  return rows.map((row) => row.id);
 };

@@ -25,4 +25,9 @@ export interface StatementOptions {
    * server connection is missing on the next. Default true.
    */
   preparedStatements?: boolean;
+  /**
+   * Aborting it ends the statement now: it fails with a StatementTimeoutError and is cancelled on
+   * the server. A supervisor aborts its own statements this way when it stops.
+   */
+  signal?: AbortSignal;
 }

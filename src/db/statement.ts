@@ -2,10 +2,13 @@
 // own or the caller's) and through a pooler, and it is named (prepared) only where that is safe.
 //
 // The bound is kept on the client: a server-side statement_timeout is session state, which a
-// caller's pool or a pooler in transaction mode must not be given. When the bound passes, the
-// statement is cancelled on the server (a cancel request, which PgBouncer forwards) so it cannot
-// commit later, and a connection picket checked out of a pool is destroyed (its state is unknown).
-// A black-holed connection cannot be cancelled; destroying it still ends the wait.
+// caller's pool or a pooler in transaction mode must not be given. When the bound passes (or the
+// caller's signal aborts), the statement is cancelled on the server with a cancel request, which
+// PgBouncer forwards, so it cannot commit later; the caller hears of it at once. The connection is
+// kept until the statement has ended on the server (a second or two at most): PgBouncer forgets
+// the cancel of a client that is gone. Then a connection picket checked out of a pool is
+// destroyed (its state is unknown). A black-holed connection cannot be cancelled; destroying it
+// still ends the wait.
 import { connect as connectSocket } from "node:net";
 import type pg from "pg";
 import {
@@ -18,6 +21,9 @@ import type { Queryable, StatementOptions } from "./queryable.ts";
 
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 
+/** How long a cancelled statement is given to end on the server before its connection is closed. */
+const CANCEL_WAIT_MS = 2_000;
+
 /** One statement: a name makes it a prepared statement where options allow. */
 export interface Statement {
   name?: string;
@@ -25,9 +31,7 @@ export interface Statement {
   values?: unknown[];
 }
 
-type PoolLike = pg.Pool;
-
-const isPool = (db: Queryable): db is PoolLike =>
+const isPool = (db: Queryable): db is pg.Pool =>
   typeof (db as Partial<pg.Pool>).connect === "function" && "totalCount" in (db as object);
 
 /** The connection details a cancel request needs; pg keeps them on every connected client. */
@@ -40,47 +44,30 @@ interface Cancellable {
 
 /**
  * Asks the server to cancel what `client` is running: PostgreSQL's CancelRequest, sent on a
- * connection of its own (16 bytes: length, the cancel code, the backend's pid and secret key).
- * Fire and forget: a server that cannot be reached cannot be asked, and the caller does not wait.
+ * connection of its own (16 bytes: length, the cancel code, the backend's pid and secret key). The
+ * connection stays open until the other end closes it, as PostgreSQL does once it has acted on the
+ * request (PgBouncer dropped requests whose connection closed at once: 1 cancel in 5 took effect).
  */
 const sendCancel = (client: unknown): void => {
   const { processID, secretKey, host, port } = client as Cancellable;
   if (typeof processID !== "number" || typeof secretKey !== "number" || typeof port !== "number") return;
   const socket = host?.startsWith("/") ? connectSocket(`${host}/.s.PGSQL.${port}`) : connectSocket(port, host ?? "localhost");
-  socket.setTimeout(2_000, () => socket.destroy());
+  socket.setTimeout(CANCEL_WAIT_MS, () => socket.destroy());
   socket.on("error", () => undefined);
+  socket.on("end", () => socket.destroy());
   socket.on("connect", () => {
     const request = Buffer.alloc(16);
     request.writeInt32BE(16, 0);
     request.writeInt32BE(80877102, 4);
     request.writeInt32BE(processID, 8);
     request.writeInt32BE(secretKey, 12);
-    socket.end(request);
+    socket.write(request);
   });
 };
 
 /** Closes a connection's socket at once, whatever the peer does (a paused or black-holed server). */
 export const destroySocket = (client: unknown): void => {
   (client as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
-};
-
-/** Statements in flight on connections picket checked out of each pool, each with the way to end it now. */
-const inFlight = new WeakMap<PoolLike, Map<pg.PoolClient, (error: StatementTimeoutError) => void>>();
-
-const giveUp = (client: pg.PoolClient, reason: Error): void => {
-  sendCancel(client);
-  client.release(reason);
-  destroySocket(client);
-};
-
-/**
- * Cancels and destroys every connection picket has checked out of `pool` for a statement still in
- * flight, so a pool can be ended (or left to its owner) at once whatever the database does. The
- * statements fail with a StatementTimeoutError.
- */
-export const abortStatements = (pool: Queryable): void => {
-  if (!isPool(pool)) return;
-  for (const end of [...(inFlight.get(pool)?.values() ?? [])]) end(new StatementTimeoutError("picket: the statement was abandoned: the worker is stopping."));
 };
 
 const timeoutError = (statement: Statement, timeoutMs: number, cause?: unknown): StatementTimeoutError =>
@@ -90,63 +77,104 @@ const timeoutError = (statement: Statement, timeoutMs: number, cause?: unknown):
     cause === undefined ? undefined : { cause },
   );
 
-/** Runs on a pool: checks a connection out, so a statement past its bound can be cancelled and its connection destroyed. */
-const onPool = <R extends pg.QueryResultRow>(pool: PoolLike, config: pg.QueryConfig, statement: Statement, timeoutMs: number) =>
-  new Promise<pg.QueryResult<R>>((resolve, reject) => {
-    let client: pg.PoolClient | undefined;
-    let settled = false;
-    // A checked-out connection has no listener of the pool's: an error it emits outside the
-    // statement (the server closing it) is the statement's, as in pg-pool's own query().
-    const onError = (error: Error) => finish(error);
-    const finish = (error: unknown, result?: pg.QueryResult<R>) => {
-      if (settled) return;
-      settled = true;
+const abandonedError = (statement: Statement): StatementTimeoutError =>
+  new StatementTimeoutError(`picket: statement ${statement.name ?? statement.text.trim().split(/\s+/, 3).join(" ")} was abandoned: its caller stopped waiting; it was cancelled.`);
+
+/**
+ * Runs `query` on `client`, settling when its reply is read, when `timeoutMs` passes, or when
+ * `signal` aborts; in the last two cases the statement is cancelled on the server and `ended` is
+ * told once it has finished there (or after CANCEL_WAIT_MS), so the connection can be let go. The
+ * caller hears of a cancel at once when the connection will be closed (`answerEarly`), else only
+ * once the statement has ended: a late cancel must not hit the caller's next statement.
+ */
+const bounded = <R extends pg.QueryResultRow>(
+  client: Queryable,
+  config: pg.QueryConfig,
+  statement: Statement,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+  answerEarly: boolean,
+  ended: (failure: unknown, result?: pg.QueryResult<R>) => void,
+): Promise<pg.QueryResult<R>> =>
+  new Promise((resolve, reject) => {
+    let answered = false;
+    let givenUp: Error | undefined;
+    let waited: NodeJS.Timeout | undefined;
+    const settle = (failure: unknown, result?: pg.QueryResult<R>) => {
+      if (answered) return;
+      answered = true;
       clearTimeout(timer);
-      if (client !== undefined) {
-        inFlight.get(pool)?.delete(client);
-        client.removeListener("error", onError);
-        if (error instanceof StatementTimeoutError) giveUp(client, error);
-        // As pg-pool's own query() does: a connection that saw an error is not reused.
-        else client.release(error === undefined ? undefined : error instanceof Error ? error : new Error(String(error)));
+      clearTimeout(waited);
+      signal?.removeEventListener("abort", onAbort);
+      if (givenUp === undefined) {
+        if (failure === undefined) resolve(result!);
+        else reject(failure);
+      } else if (!answerEarly) {
+        reject(givenUp);
       }
-      if (error === undefined) resolve(result!);
-      else reject(error);
+      ended(givenUp ?? failure, result);
     };
-    const timer = setTimeout(() => finish(timeoutError(statement, timeoutMs)), timeoutMs);
-    // The callback form: it runs as the pool hands the connection over, so the error listener is
-    // in place before anything else the server sent in the same read (a promise would leave a gap).
-    pool.connect((error, connection) => {
-      if (error !== undefined || connection === undefined) return finish(error);
-      // The bound passed while waiting for a connection: give it back unused.
-      if (settled) return connection.release();
-      client = connection;
-      connection.on("error", onError);
-      let statements = inFlight.get(pool);
-      if (statements === undefined) inFlight.set(pool, (statements = new Map()));
-      statements.set(connection, finish);
-      // The callback form again: it runs as the reply is read, so a result that arrived is kept
-      // even when the server closes the connection in the same read (the error event comes after).
-      connection.query<R>(config, (failure: Error | undefined, result: pg.QueryResult<R>) => finish(failure ?? undefined, result));
-    });
+    const giveUp = (error: Error) => {
+      if (answered || givenUp !== undefined) return;
+      givenUp = error;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      if (answerEarly) reject(error);
+      sendCancel(client);
+      waited = setTimeout(() => settle(error), CANCEL_WAIT_MS);
+    };
+    const onAbort = () => giveUp(abandonedError(statement));
+    const timer = setTimeout(() => giveUp(timeoutError(statement, timeoutMs)), timeoutMs);
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    // A pg client's callback form runs as the reply is read, so a result that arrived is kept even
+    // when the server closes the connection in the same read (the error event comes after).
+    if ("processID" in client) {
+      (client as unknown as pg.ClientBase).query<R>(config, (failure: Error | undefined, result: pg.QueryResult<R>) => settle(failure ?? undefined, result));
+    } else {
+      client.query<R>(config).then(
+        (result) => settle(undefined, result),
+        (failure: unknown) => settle(failure),
+      );
+    }
   });
 
-/** Runs on a client the caller holds (perhaps inside their transaction): cancelled past the bound, never destroyed. */
-const onConnection = <R extends pg.QueryResultRow>(db: Queryable, config: pg.QueryConfig, statement: Statement, timeoutMs: number) =>
+/** Runs on a pool: checks a connection out for the statement, and destroys it if the statement was cancelled or failed. */
+const onPool = <R extends pg.QueryResultRow>(pool: pg.Pool, config: pg.QueryConfig, statement: Statement, timeoutMs: number, signal: AbortSignal | undefined) =>
   new Promise<pg.QueryResult<R>>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      sendCancel(db);
-      reject(timeoutError(statement, timeoutMs));
-    }, timeoutMs);
-    db.query<R>(config).then(
-      (result) => {
-        clearTimeout(timer);
-        resolve(result);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
+    const started = performance.now();
+    let waiting = true;
+    const stopWaiting = (error: Error) => {
+      if (!waiting) return;
+      waiting = false;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      reject(error);
+    };
+    const onAbort = () => stopWaiting(abandonedError(statement));
+    const timer = setTimeout(() => stopWaiting(timeoutError(statement, timeoutMs)), timeoutMs);
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    // The callback form: it runs as the pool hands the connection over, so the error listener is
+    // in place before anything else the server sent in the same read (a promise would leave a gap).
+    pool.connect((error, client) => {
+      if (!waiting) return client?.release();
+      waiting = false;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      if (error !== undefined || client === undefined) return reject(error);
+      // A checked-out connection has no listener of the pool's: an error it emits outside the
+      // statement (the server closing it) is the statement's, as in pg-pool's own query().
+      const onError = () => undefined;
+      client.on("error", onError);
+      const left = Math.max(1, timeoutMs - Math.round(performance.now() - started));
+      bounded<R>(client, config, statement, left, signal, true, (failure) => {
+        client.removeListener("error", onError);
+        // As pg-pool's own query() does: a connection that saw an error is not reused.
+        client.release(failure === undefined ? undefined : failure instanceof Error ? failure : new Error(String(failure)));
+        if (failure instanceof StatementTimeoutError) destroySocket(client);
+      }).then(resolve, reject);
+    });
   });
 
 /** Errors that need picket's words: a timeout of the server's, a named statement lost to a pooler. */
@@ -205,7 +233,10 @@ export const runStatement = async <R extends pg.QueryResultRow = pg.QueryResultR
       ? { name: statement.name, text: statement.text, values: statement.values ?? [] }
       : { text: statement.text, values: statement.values ?? [] };
   try {
-    return await (isPool(db) ? onPool<R>(db, config, statement, timeoutMs) : onConnection<R>(db, config, statement, timeoutMs));
+    return await (isPool(db)
+      ? onPool<R>(db, config, statement, timeoutMs, options.signal)
+      : // A client the caller holds (perhaps inside their transaction): cancelled, never destroyed.
+        bounded<R>(db, config, statement, timeoutMs, options.signal, false, () => undefined));
   } catch (error) {
     throw explain(error, statement, timeoutMs);
   }

@@ -1,14 +1,16 @@
 // The supervisor: owns the pool, the LISTEN connection, the poll, lease renewal, the sweep,
 // retention and the drain. Its lifecycle is the supervisor machine; each job is a job machine.
+import { setMaxListeners } from "node:events";
 import { Effect, Fiber } from "effect";
 import pg from "pg";
 import { createActor, fromCallback, fromPromise, waitFor, type Actor } from "xstate";
 import {
-  abortStatements,
   claimJobs,
   deleteFinishedJobs,
   describeConnection,
+  drawClaimTokens,
   endPool,
+  giveBackUnreturnedClaims,
   migrate,
   openPool,
   probeConnection,
@@ -51,8 +53,12 @@ interface RunningJob {
 /** How long after the drain deadline releases and outcomes in flight may still be written. */
 const RELEASE_GRACE_MS = 1_000;
 
-/** How long stop() lets its pool's connections close politely before it closes them itself. */
-const POOL_END_GRACE_MS = 500;
+/**
+ * The bound of each of stop()'s last steps once the drain is over (giving back the jobs of a claim
+ * whose reply never came; letting the pool's connections close politely before closing them):
+ * they take milliseconds on a database that answers, and must not add up on one that does not.
+ */
+const STOP_STEP_MS = 250;
 
 /** The health check's own connection must answer within this. */
 const HEALTH_PROBE_MS = 2_000;
@@ -142,6 +148,15 @@ export class Supervisor {
   private healthFiber: Fiber.Fiber<never, unknown> | undefined;
   private readonly leaseWatch = new LeaseWatch(() => this.checkLeases());
   private stopStallWatch: (() => void) | undefined;
+  /** Aborted when the worker has stopped: every statement of its own still in flight is cancelled. */
+  private readonly lifetime = new AbortController();
+  /** Aborted by force(): the claim in flight, so a forced drain does not wait for it. */
+  private pollAbort: AbortController | undefined;
+  /**
+   * Tokens of claims whose reply never arrived (the statement failed or was cancelled, perhaps
+   * after it committed): their jobs, if any, are given back before the next claim.
+   */
+  private unreturned: string[] = [];
   /** The last renewal round: when it ended and what went wrong (null: it wrote every lease it could). */
   private lastRenewal: { error: string | null; busy: number } = { error: null, busy: 0 };
 
@@ -150,10 +165,13 @@ export class Supervisor {
     this.options = options;
     this.logger = (options.logger ?? createLogger()).child({ worker_id: this.config.workerId });
     this.tasks = new Map(options.tasks.map((task) => [task.name, task as Task]));
+    // Every statement of this worker listens to its lifetime: no limit on listeners.
+    setMaxListeners(Number.POSITIVE_INFINITY, this.lifetime.signal);
     this.statements = {
       schema: this.config.schema,
       timeoutMs: this.config.statementTimeoutMs,
       preparedStatements: !this.config.transactionPooling,
+      signal: this.lifetime.signal,
     };
   }
 
@@ -250,12 +268,14 @@ export class Supervisor {
       this.leaseWatch.stop();
       this.stopStallWatch?.();
       if (this.healthFiber) await Effect.runPromise(Fiber.interrupt(this.healthFiber));
-      if (this.pool) {
-        // Statements still in flight (a renewal, the sweep, a write given up) are cancelled and
-        // their connections closed, so ending the pool never waits on the database.
-        abortStatements(this.pool);
-        if (!this.options.pool) await endPool(this.pool, POOL_END_GRACE_MS);
-      }
+      // A claim whose reply never came may have given out jobs: one short try to give them back
+      // (unless forced), else the sweep charges them after their lease.
+      if (!this.forced) await this.giveBackUnreturned(Math.min(this.config.statementTimeoutMs, STOP_STEP_MS));
+      // Statements of this worker still in flight (a renewal, the sweep, a write given up) are
+      // cancelled and their connections closed, so ending the pool never waits on the database.
+      // Those of other users of a caller's pool are not touched.
+      this.lifetime.abort();
+      if (this.pool && !this.options.pool) await endPool(this.pool, STOP_STEP_MS);
       this.logger.info({ outcomes: this.outcomes }, "worker stopped");
     })();
     return this.stopping;
@@ -267,6 +287,7 @@ export class Supervisor {
    */
   force(): void {
     this.forced = true;
+    this.pollAbort?.abort();
     if (this.actor?.getSnapshot().status === "active") this.actor.send({ type: "FORCE" });
   }
 
@@ -375,6 +396,7 @@ export class Supervisor {
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
       const asked = Math.min(free, wants.reduce((total, want) => total + want.limit, 0));
+      await this.giveBackUnreturned();
       const sentAt = performance.now();
       const jobs = asked > 0 ? await this.claim(wants, asked) : [];
       // Slots freed while the claim was in flight go to the jobs already waiting first, then to
@@ -395,9 +417,36 @@ export class Supervisor {
   /** One claim, timed: its round trip feeds the mean that sizes the buffer. */
   private async claim(wants: ClaimWant[], total: number): Promise<ClaimedJob[]> {
     const sentAt = performance.now();
-    const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { ...this.statements, total });
-    this.claimRoundTripMs = runningMean(this.claimRoundTripMs, performance.now() - sentAt);
-    return jobs;
+    const tokens = drawClaimTokens(total);
+    this.pollAbort = new AbortController();
+    const signal = AbortSignal.any([this.lifetime.signal, this.pollAbort.signal]);
+    try {
+      const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { ...this.statements, signal, total, tokens });
+      this.claimRoundTripMs = runningMean(this.claimRoundTripMs, performance.now() - sentAt);
+      return jobs;
+    } catch (error) {
+      // The claim may have committed before it failed (its reply lost, or a cancel too late).
+      this.unreturned.push(...tokens);
+      throw error;
+    } finally {
+      this.pollAbort = undefined;
+    }
+  }
+
+  /**
+   * Gives back, unrun and uncharged, jobs of claims whose reply never came. Claims are made one at
+   * a time, so none is in flight here. When it fails (the database is still away), the tokens are
+   * kept for the next try; the claim goes ahead meanwhile.
+   */
+  private async giveBackUnreturned(timeoutMs = this.config.statementTimeoutMs): Promise<void> {
+    if (this.unreturned.length === 0) return;
+    try {
+      const ids = await giveBackUnreturnedClaims(this.pool!, this.unreturned, { ...this.statements, timeoutMs });
+      this.unreturned = [];
+      if (ids.length > 0) this.logger.warn({ jobs: ids }, `a claim's reply never arrived: gave back ${ids.length} job(s) it had taken, unrun and uncharged`);
+    } catch (error) {
+      this.logger.debug({ err: error }, "could not yet give back the jobs of a claim whose reply never arrived; trying again before the next claim");
+    }
   }
 
   /**
@@ -606,7 +655,8 @@ export class Supervisor {
     const running = this.running;
     const sweep = Effect.gen(function* () {
       // Never the claims this worker holds: their outcome is on its way, and the fence decides.
-      const held = [...running.keys()].map((job) => job.claimToken);
+      // (A claim refused for having no token has none to name.)
+      const held = [...running.keys()].map((job) => job.claimToken).filter((token) => typeof token === "string");
       const swept = yield* attempt(() => sweepExpiredClaims(pool, config.sweepBatchSize, { ...statements, held }));
       if (swept.length === 0) return;
       logger.info(
