@@ -1,9 +1,13 @@
 // The chaos run: real worker processes claim jobs while the driver SIGKILLs a random worker every
-// few seconds (and starts a replacement) and, once, restarts PostgreSQL under them. When the
-// system has settled it checks, from the job rows, an audit of every claim, the handler's own
+// few seconds (and starts a replacement), freezes one now and then (SIGSTOP past its lease), holds
+// a lock on a random running job's row for several leases from a session of its own, pauses
+// PostgreSQL (SIGSTOP of the whole server) for longer than a lease and, once, restarts it. When
+// the system has settled it checks, from the job rows, an audit of every claim, the handler's own
 // record of its executions and the workers' logs, that no job was lost or completed twice, that
-// every duplicate execution is explained by a lost claim whose late writes were fenced, that
-// retries kept the backoff, and how long a killed worker's jobs took to complete elsewhere.
+// every duplicate execution is explained by a lost claim whose late writes were fenced or by a
+// lease that expired on the worker's own clock, that no two runs of a job overlapped on workers
+// whose event loops respond, that retries kept the backoff, and how long a killed worker's jobs
+// took to complete elsewhere.
 //
 //   node bench/chaos.ts --workers 4 --jobs 5000 --duration 120 --lease-ms 2000
 //
@@ -11,7 +15,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -38,6 +42,31 @@ export interface ChaosOptions {
    * so it resumes as a stalled owner whose claims were reclaimed meanwhile. 0: none. Default 10000.
    */
   freezeEveryMs?: number;
+  /**
+   * Mean time between row locks: a session of its own (not picket's) takes `SELECT ... FOR UPDATE`
+   * on a random `processing` row and holds it for `rowLockLeases` leases, then commits. Its owner's
+   * renewals and outcome writes find the row busy meanwhile, and every sweep skips it. One lock at
+   * a time; none that would outlast the chaos window. 0: none. Default 8000.
+   */
+  rowLockEveryMs?: number;
+  /** How long each row lock is held, in leases, drawn uniformly from [min, max]; default [2, 4]. */
+  rowLockLeases?: [number, number];
+  /**
+   * PostgreSQL pauses: SIGSTOP of the whole embedded server (the postmaster and every process it
+   * forked: backends, checkpointer, WAL writer, ...) for `pgPauseLeases` leases, then SIGCONT.
+   * Connections stay open and every statement simply stops being answered. Spread over the
+   * window (at 20 %, 75 %, 40 %, 90 % ... of it). Impossible with databaseUrl. Default 2.
+   */
+  pgPauses?: number;
+  /** How long each pause lasts, in leases, drawn uniformly from [min, max]; default [1.5, 3]. */
+  pgPauseLeases?: [number, number];
+  /** The workers' statementTimeoutMs (their client-side bound on every statement); default picket's. */
+  statementTimeoutMs?: number;
+  /**
+   * How soon after its SIGCONT a frozen worker's run must stop when another worker took its job
+   * meanwhile; default a fifth of the lease (the margin picket's own lease deadline keeps).
+   */
+  wakeStopMs?: number;
   /** Default min(500, lease / 2). */
   sweepIntervalMs?: number;
   /** Default 100 (delayed jobs are found by polling, not NOTIFY). */
@@ -46,6 +75,18 @@ export interface ChaosOptions {
   concurrency?: number;
   /** The handler's sleep, drawn uniformly from [min, max] ms; default [50, 500]. */
   jobMs?: [number, number];
+  /**
+   * One job in this many (of those ready in the first `longJobsWithin` of the window) runs for
+   * `longJobLeases` leases instead (its duration is in its payload), so some handlers are still
+   * running when their lease cannot be renewed (a locked row, a paused server): only then does
+   * the worker's own lease deadline have to interrupt them, and only then can two runs of a job
+   * overlap. 0: none. Default 40.
+   */
+  longJobEvery?: number;
+  /** A long job's duration in leases, drawn per job from [min, max]; default [2, 4]. */
+  longJobLeases?: [number, number];
+  /** The part of the window (0–1) whose jobs may be long; default 0.5. */
+  longJobsWithin?: number;
   /** Default 100 and 5000 ms. */
   backoffBaseMs?: number;
   backoffMaxMs?: number;
@@ -76,15 +117,42 @@ export interface KillRecord {
   workerId: string;
   pid: number;
   held: string[];
-  /** Kill → last held job completed elsewhere; null when it held nothing or a job never completed. */
+  /**
+   * Kill → last held job completed elsewhere, over the jobs of ordinary length it held; null when
+   * it held none or one never completed. (A long job's own time is in longRecoveryMs.)
+   */
   recoveryMs: number | null;
+  /** Kill → last held long job (longJobEvery) completed elsewhere; null when it held none. */
+  longRecoveryMs?: number | null;
 }
 
 export interface FreezeRecord {
   atMs: number;
+  /** The SIGCONT; null when the worker was SIGKILLed while frozen (its killedAt ends the freeze). */
   resumedAtMs: number | null;
   workerId: string;
   held: number;
+}
+
+export interface RowLockRecord {
+  /** When the lock was taken, and when it was released (commit, or its session lost). */
+  atMs: number;
+  releasedAtMs: number | null;
+  holdMs: number;
+  jobId: string;
+  token: string;
+  worker: string | null;
+  /** The lock's session failed (a PostgreSQL restart ends it, and the lock with it). */
+  error: string | null;
+}
+
+export interface PauseRecord {
+  atMs: number;
+  resumedAtMs: number | null;
+  postmasterPid: number;
+  /** Processes stopped: the postmaster and each of its children (backends, checkpointer, ...). */
+  processes: number;
+  forMs: number;
 }
 
 export interface Report {
@@ -94,6 +162,8 @@ export interface Report {
   notes: string[];
   kills: KillRecord[];
   freezes: FreezeRecord[];
+  rowLocks: RowLockRecord[];
+  pauses: PauseRecord[];
   /** The readable summary (what the CLI prints). */
   text: string;
   stats: Record<string, number | string | null>;
@@ -104,6 +174,16 @@ interface LogLine {
   msg: string;
   claim_token?: string;
   [field: string]: unknown;
+}
+
+/** The chaos handler's "chaos run ended" line: one per run that ended before its process died. */
+interface RunLine {
+  job_id: string | number;
+  claim_token: string;
+  attempt: number;
+  run_started_ms: number;
+  run_ended_ms: number;
+  run_end: "returned" | "aborted" | "failed";
 }
 
 interface WorkerProcess {
@@ -120,6 +200,9 @@ interface WorkerProcess {
   killedAt: number | null;
   stopping: boolean;
   lines: LogLine[];
+  runs: RunLine[];
+  /** Resolves when its stdout and stderr are closed: every line it wrote has been read. */
+  closed: Promise<void>;
   stderr: string;
 }
 
@@ -149,7 +232,7 @@ export const minBackoffMs = (attempt: number, baseMs: number, maxMs: number): nu
 const SETUP_SQL = `
   CREATE TABLE executions (
     job_id bigint, worker text, pid int, attempt int, claim_token uuid,
-    started_at timestamptz, finished_at timestamptz
+    started_wall_ms float8, started_at timestamptz, finished_at timestamptz
   );
   CREATE TABLE chaos_transitions (
     job_id bigint, at timestamptz, stmt_at timestamptz,
@@ -171,6 +254,8 @@ const ms = (column: string, alias = column) => `extract(epoch FROM ${column})::f
 
 interface JobRow {
   id: string;
+  /** One of the long jobs (its payload names its duration). */
+  long: boolean;
   status: string;
   attempts: number;
   claim_token: string | null;
@@ -189,6 +274,8 @@ interface ExecutionRow {
   attempt: number;
   claim_token: string | null;
   started_ms: number;
+  /** The handler's start on the worker's clock (the row's started_at is when the row was written). */
+  started_wall_ms: number;
 }
 
 interface TransitionRow {
@@ -224,10 +311,19 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
     leaseMs: options.leaseMs,
     killEveryMs: options.killEveryMs ?? 3_000,
     freezeEveryMs: options.freezeEveryMs ?? 10_000,
+    rowLockEveryMs: options.rowLockEveryMs ?? 8_000,
+    rowLockLeases: options.rowLockLeases ?? [2, 4],
+    pgPauses: options.databaseUrl ? 0 : (options.pgPauses ?? 2),
+    pgPauseLeases: options.pgPauseLeases ?? [1.5, 3],
+    statementTimeoutMs: options.statementTimeoutMs ?? 0,
+    wakeStopMs: options.wakeStopMs ?? options.leaseMs / 5,
     sweepIntervalMs: options.sweepIntervalMs ?? Math.min(500, Math.floor(options.leaseMs / 2)),
     pollIntervalMs: options.pollIntervalMs ?? 100,
     concurrency: options.concurrency ?? 10,
     jobMs: options.jobMs ?? [50, 500],
+    longJobEvery: options.longJobEvery ?? 40,
+    longJobLeases: options.longJobLeases ?? [2, 4],
+    longJobsWithin: options.longJobsWithin ?? 0.5,
     backoffBaseMs: options.backoffBaseMs ?? 100,
     backoffMaxMs: options.backoffMaxMs ?? 5_000,
     maxAttempts: options.maxAttempts ?? 25,
@@ -237,6 +333,7 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
     pgSettings: options.pgSettings ?? {},
     log: options.log ?? (() => undefined),
     signal: options.signal,
+    pgPausesSkipped: options.databaseUrl ? (options.pgPauses ?? 2) : 0,
   };
   const restartPostgres = o.restartPostgres;
   const runStart = Date.now();
@@ -258,6 +355,11 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
   const generation: number[] = [];
   let phase: "chaos" | "settling" | "stopping" = "chaos";
   let postgresDown = false;
+  /** The server's processes while they are SIGSTOPped, so cleanup can SIGCONT them whatever happens. */
+  let pausedServer: number[] | null = null;
+  const rowLocks: RowLockRecord[] = [];
+  let rowLocker: Promise<void> = Promise.resolve();
+  let rowLockClient: pg.Client | null = null;
 
   try {
     // --- the database -----------------------------------------------------------------------
@@ -271,7 +373,7 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
       const parsed = new URL(adminUrl);
       parsed.pathname = `/${dbName}`;
       url = parsed.toString();
-      say(`using DATABASE_URL's server (database ${dbName}); PostgreSQL restart skipped: this run cannot restart a server it does not own`);
+      say(`using DATABASE_URL's server (database ${dbName}); PostgreSQL restart and pauses skipped: this run cannot stop a server it does not own`);
     } else {
       tempDir = await mkdtemp(path.join(tmpdir(), "picket-chaos-"));
       // Reachable by the postgres user when this runs as root, so the data stays in tempDir.
@@ -304,6 +406,7 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
           CHAOS_JOB_MAX_MS: String(o.jobMs[1]),
           CHAOS_BACKOFF_BASE_MS: String(o.backoffBaseMs),
           CHAOS_BACKOFF_MAX_MS: String(o.backoffMaxMs),
+          CHAOS_STATEMENT_TIMEOUT_MS: String(o.statementTimeoutMs),
         },
         stdio: ["ignore", "pipe", "pipe"],
       });
@@ -322,6 +425,8 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
         killedAt: null,
         stopping: false,
         lines: [],
+        runs: [],
+        closed: new Promise((resolve) => child.once("close", () => resolve())),
         stderr: "",
       };
       let buffer = "";
@@ -341,7 +446,8 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
             proc.startedAt = Date.now();
             markStarted();
           }
-          if (line.level >= 40 || /sweep|worker st/.test(line.msg)) proc.lines.push(line);
+          if (line.msg === "chaos run ended") proc.runs.push(line as unknown as RunLine);
+          else if (line.level >= 40 || /sweep|worker st/.test(line.msg)) proc.lines.push(line);
         }
       });
       child.stderr!.on("data", (chunk: Buffer) => (proc.stderr = (proc.stderr + chunk.toString("utf8")).slice(-8_000)));
@@ -376,7 +482,11 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
       pool,
       Array.from({ length: o.jobs }, (_, i) => ({
         type: "chaos",
-        payload: { i },
+        // Long jobs only early in the window, so they do not hold the settle up.
+        payload:
+          o.longJobEvery > 0 && i % o.longJobEvery === Math.floor(o.longJobEvery / 2) && i < o.longJobsWithin * o.jobs
+            ? { i, ms: Math.round(o.leaseMs * (o.longJobLeases[0] + Math.random() * (o.longJobLeases[1] - o.longJobLeases[0]))) }
+            : { i },
         delayMs: Math.floor((i / o.jobs) * o.durationMs),
         maxAttempts: o.maxAttempts,
       })),
@@ -384,7 +494,7 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
     t0 = Date.now();
     say(`enqueued ${o.jobs} jobs, ready over the next ${o.durationMs / 1000} s`);
 
-    // --- chaos: kills, and one PostgreSQL restart --------------------------------------------
+    // --- chaos: kills, freezes, row locks, PostgreSQL pauses and one restart -----------------
     const kills: KillRecord[] = [];
     const freezes: FreezeRecord[] = [];
     const frozen = new Map<WorkerProcess, { timer: NodeJS.Timeout; record: FreezeRecord }>();
@@ -399,6 +509,72 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
     let restart: Restart | null = null;
     const end = t0 + o.durationMs;
     const restartAt = restartPostgres ? t0 + o.durationMs / 2 : Infinity;
+    const pauses: PauseRecord[] = [];
+    const pauseAt = PAUSE_AT.slice(0, o.pgPauses)
+      .concat(Array.from({ length: Math.max(0, o.pgPauses - PAUSE_AT.length) }, () => Math.random()))
+      .sort((a, b) => a - b)
+      .map((f) => t0! + f * o.durationMs);
+
+    // The row locks run beside the loop below, one at a time, from a session of their own.
+    const lockOneRow = async (hold: number): Promise<RowLockRecord | null> => {
+      let holdMs = hold;
+      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+      client.on("error", () => undefined);
+      rowLockClient = client;
+      let record: RowLockRecord | null = null;
+      try {
+        await client.connect();
+        await client.query("BEGIN");
+        const { rows } = await client.query<{ id: string; claim_token: string; locked_by: string | null }>(
+          "SELECT id, claim_token, locked_by FROM picket.jobs WHERE status = 'processing' ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED",
+        );
+        if (rows.length === 0) {
+          await client.query("COMMIT");
+          return null;
+        }
+        const row = rows[0]!;
+        // Taken late (the server was paused meanwhile): still within the window, if it can be.
+        holdMs = Math.min(holdMs, Math.max(end - Date.now(), o.leaseMs * o.rowLockLeases[0]));
+        record = { atMs: Date.now(), releasedAtMs: null, holdMs, jobId: row.id, token: row.claim_token, worker: row.locked_by, error: null };
+        rowLocks.push(record);
+        say(`row lock on job ${row.id} (claim ${row.claim_token.slice(0, 8)} by ${row.locked_by}) for ${(holdMs / 1000).toFixed(1)} s`);
+        await sleep(holdMs);
+        await client.query("COMMIT");
+        record.releasedAtMs = Date.now();
+        return record;
+      } catch (error) {
+        // The session is gone (a restart, or the run ends): its lock went with it.
+        if (record) {
+          record.error = (error as Error).message;
+          record.releasedAtMs = Date.now();
+        }
+        return record;
+      } finally {
+        rowLockClient = null;
+        await client.end().catch(() => undefined);
+      }
+    };
+    const lockRows = async () => {
+      if (o.rowLockEveryMs <= 0) return;
+      let gap = o.rowLockEveryMs * (0.5 + Math.random());
+      for (;;) {
+        for (const until = Date.now() + gap; Date.now() < until && phase === "chaos"; ) await sleep(Math.min(250, until - Date.now()));
+        if (phase !== "chaos" || o.signal?.aborted) return;
+        let holdMs = Math.round(o.leaseMs * (o.rowLockLeases[0] + Math.random() * (o.rowLockLeases[1] - o.rowLockLeases[0])));
+        // Not across the restart, which would end the lock's session early: wait until it is over.
+        if (restart === null && restartAt !== Infinity && Date.now() + holdMs > restartAt - 250) {
+          gap = 250;
+          continue;
+        }
+        // Within the chaos window: shortened to the time left, if that is still the shortest hold.
+        const room = end - Date.now();
+        if (room < o.leaseMs * o.rowLockLeases[0]) return;
+        holdMs = Math.min(holdMs, Math.floor(room));
+        // No row processing right now: look again shortly.
+        gap = (await lockOneRow(holdMs)) ? o.rowLockEveryMs * (0.5 + Math.random()) : 200;
+      }
+    };
+    rowLocker = lockRows();
     const nextGap = () => o.killEveryMs * (0.5 + Math.random());
     const nextFreezeGap = () => (o.freezeEveryMs > 0 ? o.freezeEveryMs * (0.5 + Math.random()) : Infinity);
     let nextKill = t0 + nextGap();
@@ -422,6 +598,27 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
         postgresDown = false;
         restart = { stopAt, downAt, upAt: Date.now() };
         say(`PostgreSQL back after ${((restart.upAt - stopAt) / 1000).toFixed(1)} s (stopped in ${((downAt - stopAt) / 1000).toFixed(1)} s)`);
+        nextKill = Math.max(nextKill, Date.now() + nextGap());
+        nextFreeze = Math.max(nextFreeze, Date.now() + nextFreezeGap());
+        continue;
+      }
+      if (pauses.length < pauseAt.length && now >= pauseAt[pauses.length]!) {
+        // The loop waits out the pause: no kill or freeze starts during it. A worker still starting
+        // waits with everyone else (its connection attempt is answered when the server resumes,
+        // well within picket's 10 s connection timeout), unlike across the restart, when a start
+        // is refused.
+        const postmasterPid = await readPostmasterPid(server!.dataDir);
+        const forMs = Math.round(o.leaseMs * (o.pgPauseLeases[0] + Math.random() * (o.pgPauseLeases[1] - o.pgPauseLeases[0])));
+        pausedServer = await stopServer(postmasterPid);
+        // The pause counts from when the last of its processes stopped.
+        const record: PauseRecord = { atMs: Date.now(), resumedAtMs: null, postmasterPid, processes: pausedServer.length, forMs };
+        pauses.push(record);
+        say(`SIGSTOP PostgreSQL (postmaster ${postmasterPid} and ${pausedServer.length - 1} children) for ${(forMs / 1000).toFixed(1)} s`);
+        await sleep(forMs);
+        continueServer(pausedServer);
+        pausedServer = null;
+        record.resumedAtMs = Date.now();
+        say(`SIGCONT PostgreSQL after ${((record.resumedAtMs - record.atMs) / 1000).toFixed(1)} s`);
         nextKill = Math.max(nextKill, Date.now() + nextGap());
         nextFreeze = Math.max(nextFreeze, Date.now() + nextFreezeGap());
         continue;
@@ -474,13 +671,17 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
           .catch(() => ({ rows: [] as { status: string; n: number }[] }));
         say(`jobs: ${rows.map((r) => `${r.n} ${r.status}`).join(", ")}`);
       }
-      await sleep(Math.min(nextKill, nextFreeze, restart === null ? restartAt : Infinity, end, nextStatus, now + 250) - Date.now());
+      await sleep(
+        Math.min(nextKill, nextFreeze, restart === null ? restartAt : Infinity, pauseAt[pauses.length] ?? Infinity, end, nextStatus, now + 250) -
+          Date.now(),
+      );
     }
     for (const p of [...frozen.keys()]) thaw(p);
     const chaosEnd = Date.now();
+    phase = "settling";
+    await rowLocker;
 
     // --- settle: let the workers finish every job ------------------------------------------
-    phase = "settling";
     say(`chaos over (${kills.length} kills); waiting for every job to finish (at most ${o.settleTimeoutMs / 1000} s)`);
     const settleDeadline = Date.now() + o.settleTimeoutMs;
     let settled = false;
@@ -517,18 +718,21 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
         }
       }),
     );
+    // Every line they wrote is read before the logs are looked at.
+    await Promise.all(processes.map((p) => Promise.race([p.closed, sleep(5_000)])));
     say(`workers stopped`);
 
     // --- collect --------------------------------------------------------------------------
     const jobs = (
       await pool.query<JobRow>(
-        `SELECT id, status, attempts, claim_token, locked_by, ${ms("finished_at", "finished_ms")}, backoff_base_ms, backoff_max_ms, errors, result
+        `SELECT id, (payload ? 'ms') AS long, status, attempts, claim_token, locked_by, ${ms("finished_at", "finished_ms")}, backoff_base_ms, backoff_max_ms, errors, result
          FROM picket.jobs ORDER BY id`,
       )
     ).rows;
     const executions = (
       await pool.query<ExecutionRow>(
-        `SELECT job_id, worker, pid, attempt, claim_token, ${ms("started_at", "started_ms")} FROM executions ORDER BY job_id, started_at`,
+        `SELECT job_id, worker, pid, attempt, claim_token, ${ms("started_at", "started_ms")}, started_wall_ms
+         FROM executions ORDER BY job_id, started_at`,
       )
     ).rows;
     const transitions = (
@@ -549,16 +753,23 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
       stuck,
       kills,
       freezes,
+      rowLocks,
+      pauses,
       restart,
       t0,
       chaosEnd,
       settled,
       settledAt,
       runStart,
-      databaseLabel: o.databaseUrl ? "DATABASE_URL (fresh database; restart skipped)" : "embedded",
+      databaseLabel: o.databaseUrl ? "DATABASE_URL (fresh database; restart and pauses skipped)" : "embedded",
     });
     return report;
   } finally {
+    if (pausedServer !== null) continueServer(pausedServer);
+    phase = "stopping";
+    // (Set and cleared by the row locker; TypeScript cannot see that from here.)
+    await (rowLockClient as pg.Client | null)?.end().catch(() => undefined);
+    await rowLocker.catch(() => undefined);
     for (const p of processes) if (p.exitInfo === null) p.child.kill("SIGKILL");
     await Promise.all(processes.map((p) => p.exit));
     await pool?.end().catch(() => undefined);
@@ -575,7 +786,63 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
   }
 };
 
-type Resolved = Required<Omit<ChaosOptions, "databaseUrl" | "signal">> & Pick<ChaosOptions, "databaseUrl" | "signal">;
+type Resolved = Required<Omit<ChaosOptions, "databaseUrl" | "signal">> &
+  Pick<ChaosOptions, "databaseUrl" | "signal"> & {
+    /** Pauses asked for but skipped (databaseUrl: the server is not this run's to pause). */
+    pgPausesSkipped?: number;
+  };
+
+/** How soon after a SIGKILL a statement the killed worker sent before it may still begin on the server. */
+const IN_FLIGHT_MS = 1_000;
+
+/** Where in the chaos window the PostgreSQL pauses fall, in order (away from the restart at 50 %). */
+const PAUSE_AT = [0.2, 0.75, 0.4, 0.9, 0.1, 0.6, 0.3, 0.85];
+
+/**
+ * Pauses a PostgreSQL server: SIGSTOP to the postmaster, then to each of its children. Signalling
+ * the postmaster's process group is not enough: every child PostgreSQL forks (each backend, the
+ * checkpointer, the WAL writer, ...) calls setsid() as it starts and leads a process group of its
+ * own, so `kill(-postmaster, SIGSTOP)` would stop the postmaster alone, which only holds up new
+ * connections. The postmaster is stopped first, so no child is forked after the list is read.
+ * Linux: the children are found in /proc. Returns every pid stopped, the postmaster's first.
+ */
+const stopServer = async (postmasterPid: number): Promise<number[]> => {
+  process.kill(postmasterPid, "SIGSTOP");
+  const stopped = [postmasterPid];
+  const pids = (await readdir("/proc")).filter((entry) => /^\d+$/.test(entry));
+  const stats = await Promise.all(pids.map((pid) => readFile(`/proc/${pid}/stat`, "utf8").catch(() => "")));
+  pids.forEach((pid, i) => {
+    const stat = stats[i]!;
+    // pid (comm) state ppid ...: comm may hold spaces or parentheses, so read after the last ")".
+    if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) !== postmasterPid) return;
+    try {
+      process.kill(Number(pid), "SIGSTOP");
+      stopped.push(Number(pid));
+    } catch {
+      // it exited meanwhile
+    }
+  });
+  return stopped;
+};
+
+/** SIGCONT to every process stopServer stopped. */
+const continueServer = (pids: number[]): void => {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, "SIGCONT");
+    } catch {
+      // gone
+    }
+  }
+};
+
+/** The postmaster's pid: the first line of postmaster.pid in its data folder. */
+const readPostmasterPid = async (dataDir: string): Promise<number> => {
+  const text = await readFile(path.join(dataDir, "postmaster.pid"), "utf8");
+  const pid = Number(text.split("\n")[0]);
+  if (!Number.isInteger(pid) || pid <= 1) throw new Error(`chaos: no postmaster pid in ${dataDir}/postmaster.pid`);
+  return pid;
+};
 
 interface AnalysisInput {
   o: Resolved;
@@ -587,6 +854,8 @@ interface AnalysisInput {
   stuck: string[];
   kills: KillRecord[];
   freezes: FreezeRecord[];
+  rowLocks: RowLockRecord[];
+  pauses: PauseRecord[];
   restart: Restart | null;
   t0: number;
   chaosEnd: number;
@@ -695,9 +964,45 @@ const analyse = (input: AnalysisInput): Report => {
       sample([...notExecuted, ...winnerMissing, ...untokened]),
   );
 
+  // The handler's runs, on the workers' wall clock (see 6): from each "chaos run ended" line, and
+  // for a run whose process died first, from its executions row and the kill.
+  interface Run {
+    jobId: string;
+    token: string;
+    worker: string;
+    startMs: number;
+    endMs: number;
+    end: RunLine["run_end"] | "SIGKILL" | "process exit (no line)";
+  }
+  const runs: Run[] = [];
+  const runKeys = new Set<string>();
+  let runsNotInTable = 0;
+  for (const p of processes) {
+    for (const r of p.runs) {
+      const jobId = String(r.job_id);
+      runs.push({ jobId, token: r.claim_token, worker: p.id, startMs: r.run_started_ms, endMs: r.run_ended_ms, end: r.run_end });
+      runKeys.add(`${p.id}/${r.claim_token}`);
+    }
+  }
+  let runsEndedByKill = 0;
+  let runsWithoutEnd = 0;
+  for (const e of executions) {
+    if (!e.claim_token || runKeys.has(`${e.worker}/${e.claim_token}`)) continue;
+    const proc = procById.get(e.worker);
+    const endMs = proc?.killedAt ?? proc?.exitedAt ?? Infinity;
+    if (proc?.killedAt != null) runsEndedByKill++;
+    else runsWithoutEnd++;
+    runs.push({ jobId: e.job_id, token: e.claim_token, worker: e.worker, startMs: e.started_wall_ms, endMs, end: proc?.killedAt != null ? "SIGKILL" : "process exit (no line)" });
+  }
+  const inTable = new Set(executions.map((e) => `${e.worker}/${e.claim_token}`));
+  for (const r of runs) if (!inTable.has(`${r.worker}/${r.token}`)) runsNotInTable++;
+
   // 4. Every extra execution is explained: its claim was lost (swept: "lease expired: claim <its
-  //    token>") or its attempt failed, and the job's error history says so where it still holds
-  //    the entry (the history keeps the last 10).
+  //    token>"), or its lease expired on its worker's own clock: the worker logged "lease not
+  //    confirmed in time" naming the job, interrupted the handler and wrote the failed attempt
+  //    itself ("lease_expired: ...", the attempt charged). The job's error history says so where it
+  //    still holds the entry (it keeps the last 10). Any other failure is unexplained: the chaos
+  //    handler never fails on its own.
   const extra = executions.filter((e) => e.claim_token !== jobById.get(e.job_id)?.claim_token);
   const multi = [...execByJob.entries()].filter(([, es]) => es.length > 1);
   const unexplained: string[] = [];
@@ -705,6 +1010,13 @@ const analyse = (input: AnalysisInput): Report => {
   let extraFailed = 0;
   let historyConfirms = 0;
   let historyTooShort = 0;
+  const leaseExpiryLogged = (claim: Claim): boolean =>
+    (procById.get(claim.worker)?.lines ?? []).some((line) => {
+      if (!line.msg.startsWith("lease not confirmed in time")) return false;
+      const listed = Array.isArray(line.jobs) ? (line.jobs as unknown[]).map(String) : [];
+      // The line lists at most 20 job ids; beyond that it only counts them.
+      return listed.includes(claim.jobId) || Number(line.count ?? 0) > listed.length;
+    });
   for (const e of extra) {
     const claim = e.claim_token ? claims.get(e.claim_token) : undefined;
     const job = jobById.get(e.job_id);
@@ -712,21 +1024,66 @@ const analyse = (input: AnalysisInput): Report => {
       unexplained.push(`job ${e.job_id} claim ${e.claim_token} ended ${claim?.how ?? "unknown"}`);
       continue;
     }
+    if (claim.how === "failed") {
+      if (!claim.end?.last_error?.startsWith("lease_expired: ")) {
+        unexplained.push(`job ${e.job_id} claim ${claim.token}: attempt ${claim.attempt} failed with "${claim.end?.last_error?.slice(0, 80)}"`);
+        continue;
+      }
+      if (!leaseExpiryLogged(claim)) {
+        unexplained.push(`job ${e.job_id} claim ${claim.token}: lease_expired, but ${claim.worker} never logged "lease not confirmed in time" for it`);
+        continue;
+      }
+    }
     if (claim.how === "swept") extraSwept++;
     else extraFailed++;
-    const inHistory = (job?.errors ?? []).some((entry) => entry.attempt === claim.attempt && entry.message.includes(claim.token));
-    const failedOnlyMessage = claim.how === "failed" && (job?.errors ?? []).some((entry) => entry.attempt === claim.attempt);
-    if (inHistory || failedOnlyMessage) historyConfirms++;
+    const inHistory = (job?.errors ?? []).some(
+      (entry) => entry.attempt === claim.attempt && (claim.how === "swept" ? entry.message.includes(claim.token) : entry.message.startsWith("lease_expired: ")),
+    );
+    if (inHistory) historyConfirms++;
     else if ((job?.errors.length ?? 0) >= 10) historyTooShort++;
     else unexplained.push(`job ${e.job_id} claim ${claim.token}: no error history entry for attempt ${claim.attempt}`);
   }
+  // What made each lease expire on its worker's clock (every claim that failed so, run or not):
+  // the faults under way in the lease before the worker gave up on it.
+  const expiryCauses = new Map<string, number>();
+  const failedOther: string[] = [];
+  for (const claim of claimsByHow.get("failed") ?? []) {
+    if (!claim.end?.last_error?.startsWith("lease_expired: ")) {
+      failedOther.push(`job ${claim.jobId} claim ${claim.token}: "${claim.end?.last_error?.slice(0, 80)}"`);
+      continue;
+    }
+    // The lease went unconfirmed in the lease before the worker gave up on it: when its handler
+    // saw the abort, or (never run) when the failure was written. A fault over that stretch is
+    // the cause; a claim answered only after a pause counts from when it was sent, so the pause
+    // shows there too.
+    const run = runs.find((r) => r.token === claim.token && r.end === "aborted");
+    const to = run ? run.endMs : claim.end.stmt_ms;
+    const from = to - o.leaseMs;
+    const during = (at: number, until: number | null) => at <= to && (until ?? Infinity) >= from;
+    const faults = [
+      input.rowLocks.some((l) => l.token === claim.token && during(l.atMs, l.releasedAtMs)) ? "row locked" : null,
+      input.pauses.some((p) => during(p.atMs, p.resumedAtMs)) ? "PostgreSQL paused" : null,
+      restart && during(restart.stopAt, restart.upAt) ? "PostgreSQL restart" : null,
+      freezes.some((f) => f.workerId === claim.worker && during(f.atMs, f.resumedAtMs ?? procById.get(f.workerId)?.killedAt ?? null)) ? "worker frozen" : null,
+    ].filter((x) => x !== null);
+    const stalled = (procById.get(claim.worker)?.lines ?? []).some(
+      (l) => l.msg.startsWith("the event loop was blocked") && Number(l.time) >= from && Number(l.time) <= to + 1_000,
+    );
+    const cause = faults.length ? faults.join(" + ") : stalled ? "event loop blocked" : "no fault found";
+    expiryCauses.set(cause, (expiryCauses.get(cause) ?? 0) + 1);
+  }
+  const leaseExpiries = [...expiryCauses.values()].reduce((a, b) => a + b, 0);
   check(
-    "every extra execution is explained by a lost claim",
-    unexplained.length === 0,
+    "every extra execution is explained by a lost claim or a lease expired on its worker's clock",
+    unexplained.length === 0 && failedOther.length === 0,
     `${multi.length} jobs ran more than once, ${extra.length} extra executions: ${extraSwept} claims lost to the sweep ` +
-      `("lease expired: claim <token>"), ${extraFailed} failed attempts; the job's error history confirms ${historyConfirms}` +
+      `("lease expired: claim <token>"), ${extraFailed} attempts failed by their own worker when their lease went unconfirmed ` +
+      `("lease_expired: ...", charged, the worker's "lease not confirmed in time" names the job); the job's error history confirms ${historyConfirms}` +
       (historyTooShort ? `, ${historyTooShort} beyond its 10 entries (audit only)` : "") +
-      sample(unexplained),
+      `. Claims failed by a lease expiry: ${leaseExpiries}` +
+      (leaseExpiries ? ` (${[...expiryCauses.entries()].map(([cause, n]) => `${cause} ${n}`).join(", ")})` : "") +
+      `; failed otherwise: ${failedOther.length}` +
+      sample([...unexplained, ...failedOther]),
   );
 
   // 5. The late writes of a lost claim: a worker that lived past the sweep logged the fenced write
@@ -787,7 +1144,99 @@ const analyse = (input: AnalysisInput): Report => {
       sample([...lostSilent, ...lateWrites]),
   );
 
-  // 6. Retries kept the backoff. (a) The handler's own start times: consecutive executions of
+  // 6. Overlapping executions. Every run of the handler, on the workers' shared wall clock: its
+  //    start (taken by the handler as it began) and its end (when it returned, failed, or saw its
+  //    abort signal), from its "chaos run ended" line; a run whose process was SIGKILLed before it
+  //    ended ends at the kill. Two runs of one job overlap when each started before the other
+  //    ended. Such a pair is allowed only when one run R was on a worker frozen by SIGSTOP: R began
+  //    before the freeze, the other run began after the freeze did (so not while R's worker
+  //    could still interrupt R), and R stopped at once when its worker woke (within wakeStopMs of
+  //    the SIGCONT, or at a SIGKILL during the freeze); and R's claim had been lost to the sweep,
+  //    with nothing written under its token after that. Any other overlap, between workers whose
+  //    event loops respond, fails the check.
+  const fmt = (t: number) => `${((t - t0) / 1000).toFixed(3)} s`;
+  const describe = (r: Run) => `${r.worker} claim ${r.token.slice(0, 8)} ran ${fmt(r.startMs)}–${fmt(r.endMs)} (${r.end})`;
+  const wakeOf = (f: FreezeRecord) => f.resumedAtMs ?? procById.get(f.workerId)?.killedAt ?? Infinity;
+  let overlapPairs = 0;
+  let frozenOverlaps = 0;
+  let maxWakeStop = -Infinity;
+  let maxOverlapMs = 0;
+  const badFrozen: string[] = [];
+  const responsive: string[] = [];
+  /** Every overlapping pair, for CHAOS_DUMP. */
+  const overlapJobs = new Set<string>();
+  for (const [jobId, list] of group(runs, (r) => r.jobId)) {
+    if (list.length < 2) continue;
+    const sorted = [...list].sort((a, b) => a.startMs - b.startMs);
+    for (let i = 0; i < sorted.length; i++) {
+      for (let j = i + 1; j < sorted.length; j++) {
+        const a = sorted[i]!;
+        const b = sorted[j]!;
+        const from = Math.max(a.startMs, b.startMs);
+        const to = Math.min(a.endMs, b.endMs);
+        if (from >= to) continue;
+        overlapPairs++;
+        overlapJobs.add(jobId);
+        maxOverlapMs = Math.max(maxOverlapMs, to - from);
+        // R: a run whose worker was frozen after R began and before the overlap did.
+        let explained: { r: Run; f: FreezeRecord } | undefined;
+        for (const r of [a, b]) {
+          const f = freezes
+            .filter((f) => f.workerId === r.worker && f.atMs >= r.startMs && f.atMs <= from)
+            .sort((x, y) => y.atMs - x.atMs)[0];
+          if (f) explained = { r, f };
+        }
+        const pair = `job ${jobId}: ${describe(a)} and ${describe(b)}`;
+        if (!explained) {
+          // Say what is known of a run that began after its own claim had ended.
+          const late = [a, b].flatMap((r) => {
+            const claim = claims.get(r.token);
+            if (!claim?.end || r.startMs <= claim.end.at_ms) return [];
+            const woke = freezes
+              .filter((f) => f.workerId === r.worker && f.atMs >= claim.claimedMs - 1_000 && wakeOf(f) <= r.startMs)
+              .sort((x, y) => wakeOf(y) - wakeOf(x))[0];
+            return [
+              `${r.worker}'s run began after its claim (written ${fmt(claim.claimedMs)}) had ended ${claim.how} at ${fmt(claim.end.at_ms)}` +
+                (woke ? `, ${(r.startMs - wakeOf(woke)).toFixed(0)} ms after its worker woke from a SIGSTOP (${fmt(woke.atMs)}–${fmt(wakeOf(woke))})` : ""),
+            ];
+          });
+          responsive.push(pair + (late.length ? ` (${late.join("; ")})` : ""));
+          continue;
+        }
+        frozenOverlaps++;
+        const { r, f } = explained;
+        const wake = wakeOf(f);
+        const stop = r.endMs - wake;
+        maxWakeStop = Math.max(maxWakeStop, stop);
+        const claim = claims.get(r.token);
+        const logged = fenceLines.get(r.token) ?? [];
+        const killed = procById.get(r.worker)?.killedAt != null;
+        const lateWrite = (transByJob.get(jobId) ?? []).some((t) => t.old_token === r.token && t !== claim?.end);
+        const problems = [
+          stop > o.wakeStopMs ? `ran on ${stop.toFixed(0)} ms after its worker woke` : null,
+          claim?.how !== "swept" ? `its claim ended ${claim?.how ?? "unknown"}, not lost to the sweep` : null,
+          lateWrite ? "a status change was made under its token after the sweep" : null,
+          logged.length === 0 && !killed ? "its worker logged no fenced write for it" : null,
+        ].filter((x) => x !== null);
+        if (problems.length > 0) badFrozen.push(`${pair}: ${r.worker} frozen ${fmt(f.atMs)}–${fmt(wake)}, ${problems.join("; ")}`);
+      }
+    }
+  }
+  check(
+    "no two runs of a job overlapped on workers whose event loops respond (a frozen worker's run stopped on waking, fenced)",
+    responsive.length === 0 && badFrozen.length === 0 && runsWithoutEnd === 0,
+    `${runs.length} handler runs on the workers' wall clock (${runs.length - runsEndedByKill - runsWithoutEnd} with their logged start and end, ` +
+      `${runsEndedByKill} ended by their process's SIGKILL, ${runsWithoutEnd} with no end; ${runs.filter((r) => r.end === "aborted").length} stopped by their abort signal, ` +
+      `${runsNotInTable} before their start reached the executions table); ` +
+      `${overlapPairs} pairs of runs of one job overlapped: ${frozenOverlaps} with one run on a SIGSTOPped worker ` +
+      `(it began before the freeze, the other after it; ${frozenOverlaps - badFrozen.length} stopped ≤ ${o.wakeStopMs} ms after SIGCONT and were fenced` +
+      (frozenOverlaps ? `, latest stop ${maxWakeStop.toFixed(0)} ms after waking` : "") +
+      `), ${responsive.length} between responsive workers` +
+      (overlapPairs ? `; longest overlap ${maxOverlapMs.toFixed(0)} ms` : "") +
+      sample([...responsive, ...badFrozen]),
+  );
+
+  // 7. Retries kept the backoff. (a) The handler's own start times: consecutive executions of
   //    attempts a < b are at least Σ_{k=a}^{b-1} min(max, base·2^(k-1))/2 apart. (b) The audit:
   //    every requeue set run_at at least that far ahead, and no claim came before its run_at.
   //    An execution that only started after its claim was already swept (its worker stalled
@@ -841,41 +1290,67 @@ const analyse = (input: AnalysisInput): Report => {
     "retries were spaced by the backoff",
     spacing.length === 0 && auditSpacing.length === 0,
     `${pairs} pairs of consecutive executions, smallest margin over the minimum backoff ${pairs ? `${smallestMargin.toFixed(1)} ms` : "n/a"}` +
-      (stalledStarts ? ` (${stalledStarts} executions started after their claim was swept, by a frozen worker: not counted)` : "") +
+      (stalledStarts
+        ? ` (${stalledStarts} executions recorded only after their claim had ended, by a frozen worker or an insert that waited out a pause or the restart: not counted)`
+        : "") +
       "; " +
       `${requeues} requeues in the audit, each run_at ≥ min backoff ahead and claimed no earlier` +
       sample([...spacing, ...auditSpacing]),
   );
 
-  // 7. Recovery after each kill: kill → every job the killed worker held completed elsewhere.
+  // 8. Recovery after each kill: kill → every job the killed worker held completed elsewhere. The
+  //    time is measured over the jobs of ordinary length; the long jobs' (several leases each, and
+  //    often caught by the next kill too) is given apart, so it does not hide the first.
+  //    A statement the killed worker had sent before the kill still runs on the server (it learns
+  //    of the dead client only after): its completion may land after the driver read the rows the
+  //    worker held. Such a job completed under the killed worker's own claim, by a statement that
+  //    began within IN_FLIGHT_MS of the kill; it is counted apart, not as a recovery.
   const notRecovered: string[] = [];
+  const inFlightAtKill: string[] = [];
   for (const kill of kills) {
     if (kill.held.length === 0) continue;
-    let last = -Infinity;
+    const last = { short: -Infinity, long: -Infinity };
     let ok = true;
     for (const id of kill.held) {
       const job = jobById.get(id);
+      if (job?.status === "completed" && job.locked_by === kill.workerId) {
+        const completion = (transByJob.get(id) ?? []).find((t) => t.new_status === "completed" && t.old_status === "processing");
+        const after = completion ? completion.stmt_ms - kill.atMs : Infinity;
+        if (after <= IN_FLIGHT_MS) {
+          inFlightAtKill.push(`job ${id} of ${kill.workerId}: its completion began ${after.toFixed(0)} ms after the kill`);
+          continue;
+        }
+      }
       if (!job || job.status !== "completed" || job.finished_ms === null || job.locked_by === kill.workerId) {
         ok = false;
-        notRecovered.push(`job ${id} of ${kill.workerId}: ${job?.status ?? "missing"}`);
-      } else last = Math.max(last, job.finished_ms);
+        notRecovered.push(`job ${id} of ${kill.workerId}: ${job?.status ?? "missing"}` + (job?.locked_by === kill.workerId ? ` by ${kill.workerId} itself` : ""));
+      } else if (job.long) last.long = Math.max(last.long, job.finished_ms);
+      else last.short = Math.max(last.short, job.finished_ms);
     }
-    kill.recoveryMs = ok ? last - kill.atMs : null;
+    kill.recoveryMs = ok && last.short > -Infinity ? last.short - kill.atMs : null;
+    kill.longRecoveryMs = ok && last.long > -Infinity ? last.long - kill.atMs : null;
   }
   const recoveries = kills.filter((k) => k.recoveryMs !== null).map((k) => k.recoveryMs!);
+  const longRecoveries = kills.filter((k) => k.longRecoveryMs != null).map((k) => k.longRecoveryMs!);
   const heldTotal = kills.reduce((n, k) => n + k.held.length, 0);
+  const heldLong = kills.reduce((n, k) => n + k.held.filter((id) => jobById.get(id)?.long).length, 0);
   const med = median(recoveries);
   const max = recoveries.length ? Math.max(...recoveries) : null;
+  const longMed = median(longRecoveries);
+  const longMax = longRecoveries.length ? Math.max(...longRecoveries) : null;
   check(
     "every job a killed worker held completed elsewhere",
     notRecovered.length === 0,
-    `${kills.length} SIGKILLs, ${kills.filter((k) => k.held.length > 0).length} holding jobs (${heldTotal} in all); ` +
+    `${kills.length} SIGKILLs, ${kills.filter((k) => k.held.length > 0).length} holding jobs (${heldTotal} in all, ${heldLong} of them long; ` +
+      `${inFlightAtKill.length} completed by the killed worker's own write, in flight at the kill); ` +
       `recovery median ${secs(med)}, max ${secs(max)}` +
-      sample(notRecovered),
+      (longRecoveries.length ? `; long jobs: median ${secs(longMed)}, max ${secs(longMax)} (n=${longRecoveries.length})` : "") +
+      sample([...notRecovered, ...inFlightAtKill]),
   );
 
-  // 8. The workers: none died on its own (a PostgreSQL restart included), every survivor of the
-  //    restart claimed jobs again afterwards, and all drained and exited 0 on SIGTERM.
+  // 9. The workers: none died on its own (a PostgreSQL restart or pause included), every survivor
+  //    of the restart and of each pause claimed jobs again afterwards, and all drained and exited 0
+  //    on SIGTERM.
   const crashed = processes.filter((p) => p.exitInfo !== null && p.killedAt === null && !p.stopping);
   const badExit = input.finals.filter((p) => p.exitInfo?.code !== 0).map((p) => `${p.id}: ${p.exitInfo?.signal ?? `code ${p.exitInfo?.code}`}`);
   let survivors: WorkerProcess[] = [];
@@ -889,19 +1364,33 @@ const analyse = (input: AnalysisInput): Report => {
       if (after === 0) silentSurvivors.push(p.id);
     }
   }
+  let pauseSurvivors = 0;
+  const silentAfterPause: string[] = [];
+  for (const pause of input.pauses) {
+    const resumed = pause.resumedAtMs ?? Infinity;
+    for (const p of processes) {
+      if (!(p.spawnedAt < pause.atMs && (p.killedAt ?? p.exitedAt ?? Infinity) > resumed + 3_000 && (p.killedAt !== null || p.stopping))) continue;
+      pauseSurvivors++;
+      if (!claimList.some((c) => c.worker === p.id && c.claimedMs > resumed)) silentAfterPause.push(`${p.id} claimed nothing after the pause at ${((pause.atMs - t0) / 1000).toFixed(1)} s`);
+    }
+  }
   check(
-    "workers survived: no crash, reconnected after the restart, drained on SIGTERM",
-    crashed.length === 0 && badExit.length === 0 && input.stuck.length === 0 && silentSurvivors.length === 0,
+    "workers survived: no crash, carried on after the restart and the pauses, drained on SIGTERM",
+    crashed.length === 0 && badExit.length === 0 && input.stuck.length === 0 && silentSurvivors.length === 0 && silentAfterPause.length === 0,
     `${processes.length} worker processes; exited on their own ${crashed.length}; ` +
       (restart
         ? `${survivors.length} lived through the PostgreSQL restart, ${survivors.length - silentSurvivors.length} of them claimed jobs after it; `
         : "no PostgreSQL restart; ") +
+      (input.pauses.length
+        ? `${pauseSurvivors} lived through a PostgreSQL pause (counted per pause), ${pauseSurvivors - silentAfterPause.length} of them claimed jobs after it; `
+        : "no PostgreSQL pause; ") +
       `${input.finals.length} stopped by SIGTERM, exit 0: ${input.finals.length - badExit.length}` +
       (input.stuck.length ? `, did not exit in 30 s: ${input.stuck.join(", ")}` : "") +
       sample([
         ...crashed.map((p) => `${p.id} exited ${p.exitInfo?.signal ?? `code ${p.exitInfo?.code}`}: ${p.stderr.trim().split("\n").slice(-2).join(" | ")}`),
         ...badExit,
         ...silentSurvivors.map((id) => `${id} claimed nothing after the restart`),
+        ...silentAfterPause,
       ]),
   );
 
@@ -909,7 +1398,23 @@ const analyse = (input: AnalysisInput): Report => {
     const dump = (token: string) => ({ claim: claims.get(token), lines: processes.flatMap((p) => p.lines.filter((l) => l.claim_token === token).map((l) => ({ w: p.id, killedAt: p.killedAt, ...l }))) });
     const tokens = new Set<string>();
     for (const p of processes) for (const l of p.lines) if (l.claim_token) tokens.add(l.claim_token);
-    writeFileSync(process.env.CHAOS_DUMP, JSON.stringify({ restart, t0, tokens: [...tokens].map(dump) }, null, 1));
+    // Per job worth a look (it overlapped, or a lease expired on its worker's clock): its audit,
+    // its runs, its executions rows, and every worker line that names it.
+    const jobIds = new Set([...overlapJobs, ...(claimsByHow.get("failed") ?? []).map((c) => c.jobId)]);
+    const named = (l: LogLine, id: string) =>
+      String(l.job_id) === id || (Array.isArray(l.jobs) && (l.jobs as unknown[]).map(String).includes(id)) ||
+      (Array.isArray(l.lost) && (l.lost as Array<{ job_id?: unknown }>).some((x) => String(x.job_id) === id));
+    const jobDump = [...jobIds].map((id) => ({
+      job: id,
+      transitions: transByJob.get(id) ?? [],
+      runs: runs.filter((r) => r.jobId === id),
+      executions: execByJob.get(id) ?? [],
+      lines: processes.flatMap((p) => p.lines.filter((l) => named(l, id)).map((l) => ({ w: p.id, ...l }))),
+    }));
+    writeFileSync(
+      process.env.CHAOS_DUMP,
+      JSON.stringify({ restart, t0, pauses: input.pauses, rowLocks: input.rowLocks, freezes, kills, jobs: jobDump, tokens: [...tokens].map(dump) }, null, 1),
+    );
   }
   // Not one of the checks, but worth knowing: fence warnings that name a claim which was not
   // lost. A renewal that runs while the worker's own completion write commits finds the row
@@ -920,6 +1425,49 @@ const analyse = (input: AnalysisInput): Report => {
     if (claim?.how === "completed" && kinds.includes("fenced")) spuriousFence.push(`job ${claim.jobId} claim ${token} by ${claim.worker}`);
   }
   const notes: string[] = [];
+  // Outcome writes a worker gave up ("could not record the outcome"): bookkeeping is kept until
+  // written or fenced, so each one is worth reading (when, why, and what became of the claim).
+  const givenUp: string[] = [];
+  for (const p of processes) {
+    for (const line of p.lines) {
+      if (!line.msg.startsWith("could not record the outcome")) continue;
+      const claim = line.claim_token ? claims.get(line.claim_token) : undefined;
+      givenUp.push(
+        `${p.id} at ${typeof line.time === "number" ? `${((line.time - t0) / 1000).toFixed(2)} s` : "?"}: job ${String(line.job_id)} ` +
+          `(${String(line.intended)}) "${String(line.write_error).slice(0, 160)}"; the claim then ${claim?.how ?? "unknown"}` +
+          (p.killedAt !== null ? `; worker SIGKILLed at ${((p.killedAt - t0) / 1000).toFixed(2)} s` : ""),
+      );
+    }
+  }
+  // Each attempt failed by a lease expiry on its worker's clock, with its run: how long the lease
+  // had gone unconfirmed (the worker's message) and how long the handler had run by then. A
+  // handler that had run for less than (unconfirmed − the deadline's 0.8 lease) was started after
+  // its worker's own lease deadline had passed: its claim was answered late (it waited out a
+  // pause or the restart), and the worker ran it anyway, only to fail it, charged, at once.
+  const expiryRuns: string[] = [];
+  const startedExpired: string[] = [];
+  for (const claim of claimsByHow.get("failed") ?? []) {
+    const message = claim.end?.last_error ?? "";
+    if (!message.startsWith("lease_expired: ")) continue;
+    const unconfirmed = Number(/for (\d+) ms/.exec(message)?.[1] ?? NaN);
+    const run = runs.find((r) => r.token === claim.token);
+    const ranMs = run ? run.endMs - run.startMs : null;
+    const line =
+      `job ${claim.jobId} attempt ${claim.attempt} on ${claim.worker}: claim written at ${fmt(claim.claimedMs)}, ` +
+      (run ? `handler ran ${fmt(run.startMs)}–${fmt(run.endMs)} (${ranMs} ms, ${run.end})` : "handler never ran") +
+      `, "not confirmed … for ${unconfirmed} ms", failure written at ${fmt(claim.end!.stmt_ms)}`;
+    if (run && ranMs !== null && ranMs < unconfirmed - 0.8 * o.leaseMs) startedExpired.push(line);
+    else expiryRuns.push(line);
+  }
+  if (startedExpired.length > 0) {
+    notes.push(
+      `${startedExpired.length} of the ${startedExpired.length + expiryRuns.length} attempts failed by a lease expiry had their handler started after ` +
+        `their worker's own lease deadline had passed (the claim was answered late), then failed at once, the attempt charged` +
+        sample(startedExpired, 5),
+    );
+  }
+  if (expiryRuns.length > 0) notes.push(`${expiryRuns.length} attempt(s) failed by a lease expiry while their handler ran (or before it ran)` + sample(expiryRuns, 3));
+  if (givenUp.length > 0) notes.push(`${givenUp.length} outcome write(s) given up by their worker:` + sample(givenUp, 10));
   if (spuriousFence.length > 0) {
     notes.push(
       `${spuriousFence.length} fence warning(s) named a claim that was not lost: the claim completed (its only completion, by the ` +
@@ -937,11 +1485,23 @@ const analyse = (input: AnalysisInput): Report => {
     kills: kills.length,
     freezes: freezes.length,
     claimsLostWhileFrozen: lostWhileFrozen,
+    rowLocks: input.rowLocks.length,
+    pgPauses: input.pauses.length,
+    handlerRuns: runs.length,
+    overlapPairs,
+    overlapsWithFrozenWorker: frozenOverlaps,
+    overlapsFrozenNotStoppedOrFenced: badFrozen.length,
+    overlapsBetweenResponsiveWorkers: responsive.length,
+    latestStopAfterWakeMs: frozenOverlaps ? maxWakeStop : null,
+    leaseExpiredFailures: leaseExpiries,
+    handlersStartedAfterTheirLeaseDeadline: startedExpired.length,
     executionsStartedAfterTheirClaimWasLost: stalledStarts,
     killsHoldingJobs: kills.filter((k) => k.held.length > 0).length,
     jobsHeldByKilled: heldTotal,
     recoveryMedianMs: med,
     recoveryMaxMs: max,
+    longJobRecoveryMedianMs: longMed,
+    longJobRecoveryMaxMs: longMax,
     executions: executions.length,
     claims: claimList.length,
     claimsLostToSweep: howCount("swept"),
@@ -963,7 +1523,11 @@ const analyse = (input: AnalysisInput): Report => {
   const pad = (label: string) => label.padEnd(13);
   lines.push(
     `picket chaos run: ${o.workers} workers × ${o.concurrency} slots, ${o.jobs} jobs ready over ${o.durationMs / 1000} s, ` +
-      `lease ${o.leaseMs} ms, sweep ${o.sweepIntervalMs} ms, poll ${o.pollIntervalMs} ms, job ${o.jobMs[0]}–${o.jobMs[1]} ms, backoff ${o.backoffBaseMs} ms…${o.backoffMaxMs} ms`,
+      `lease ${o.leaseMs} ms, sweep ${o.sweepIntervalMs} ms, poll ${o.pollIntervalMs} ms, job ${o.jobMs[0]}–${o.jobMs[1]} ms` +
+      (o.longJobEvery > 0
+        ? ` (1 in ${o.longJobEvery} of the first ${Math.round(o.longJobsWithin * 100)} %: ${o.longJobLeases[0]}–${o.longJobLeases[1]} leases)`
+        : "") +
+      `, backoff ${o.backoffBaseMs} ms…${o.backoffMaxMs} ms`,
   );
   lines.push(
     `${pad("PostgreSQL:")}${input.databaseLabel}` +
@@ -981,6 +1545,33 @@ const analyse = (input: AnalysisInput): Report => {
         `${freezes.filter((f) => f.held > 0).length} caught running jobs (${freezes.reduce((n, f) => n + f.held, 0)} jobs); ${lostWhileFrozen} claims lost while frozen`,
     );
   }
+  if (o.rowLockEveryMs > 0) {
+    const lockEnds = group(input.rowLocks, (l) => claims.get(l.token)?.how ?? "unknown");
+    const held = input.rowLocks.map((l) => (l.releasedAtMs ?? l.atMs) - l.atMs);
+    lines.push(
+      `${pad("row locks:")}${input.rowLocks.length} (SELECT … FOR UPDATE on a random processing row, one every ${o.rowLockEveryMs / 1000} s on average, ` +
+        `${o.rowLockLeases[0]}–${o.rowLockLeases[1]} leases each` +
+        (held.length ? `: held ${(Math.min(...held) / 1000).toFixed(1)}–${(Math.max(...held) / 1000).toFixed(1)} s` : "") +
+        `); the locked claims then ${[...lockEnds.entries()].map(([how, ls]) => `${how} ${ls.length}`).join(", ") || "-"}` +
+        (input.rowLocks.some((l) => l.error) ? `; ${input.rowLocks.filter((l) => l.error).length} lock sessions ended by the restart` : ""),
+    );
+  }
+  lines.push(
+    `${pad("pauses:")}` +
+      (input.pauses.length
+        ? `${input.pauses.length} SIGSTOP/SIGCONT of PostgreSQL (the postmaster and all its children, ${o.pgPauseLeases[0]}–${o.pgPauseLeases[1]} leases each): ` +
+          input.pauses
+            .map((p) => `at ${((p.atMs - t0) / 1000).toFixed(1)} s for ${(((p.resumedAtMs ?? p.atMs) - p.atMs) / 1000).toFixed(1)} s (${p.processes} processes)`)
+            .join(", ")
+        : o.pgPausesSkipped
+          ? `skipped (${o.pgPausesSkipped} asked for): DATABASE_URL's server is not this run's to pause`
+          : "none"),
+  );
+  lines.push(
+    `${pad("overlaps:")}${overlapPairs} pairs of runs of one job overlapped (wall clock): ${frozenOverlaps} with one run on a SIGSTOPped worker` +
+      (frozenOverlaps ? ` (stopped ≤ ${maxWakeStop.toFixed(0)} ms after waking)` : "") +
+      `, ${responsive.length} between responsive workers`,
+  );
   lines.push(
     `${pad("timing:")}chaos ${((input.chaosEnd - t0) / 1000).toFixed(1)} s, settled ${input.settled ? `${(stats.settleMs / 1000).toFixed(1)} s later` : "NOT (timeout)"}, whole run ${(stats.totalMs / 1000).toFixed(1)} s`,
   );
@@ -998,7 +1589,8 @@ const analyse = (input: AnalysisInput): Report => {
   );
   lines.push(
     `${pad("recovery:")}kill → last held job completed elsewhere: median ${secs(med)}, max ${secs(max)} (n=${recoveries.length}; ` +
-      `lease ${o.leaseMs} ms + sweep ≤ ${o.sweepIntervalMs} ms + backoff + job)`,
+      `lease ${o.leaseMs} ms + sweep ≤ ${o.sweepIntervalMs} ms + backoff + job)` +
+      (longRecoveries.length ? `; long jobs (${heldLong} held): median ${secs(longMed)}, max ${secs(longMax)} (n=${longRecoveries.length})` : ""),
   );
   lines.push("");
   lines.push("checks:");
@@ -1006,7 +1598,7 @@ const analyse = (input: AnalysisInput): Report => {
   for (const n of notes) lines.push(`  NOTE  ${n}`);
   lines.push("");
   lines.push(ok ? "RESULT: PASS" : `RESULT: FAIL (${checks.filter((c) => !c.ok).length} check(s) failed)`);
-  return { ok, checks, notes, kills, freezes, text: `${lines.join("\n")}\n`, stats };
+  return { ok, checks, notes, kills, freezes, rowLocks: input.rowLocks, pauses: input.pauses, text: `${lines.join("\n")}\n`, stats };
 };
 
 // --- the command line ---------------------------------------------------------------------
@@ -1019,7 +1611,11 @@ if (import.meta.main) {
       "lease-ms": { type: "string", default: "2000" },
       "kill-every-ms": { type: "string", default: "3000" },
       "freeze-every-ms": { type: "string", default: "10000" },
+      "row-lock-every-ms": { type: "string", default: "8000" },
+      "pg-pauses": { type: "string", default: "2" },
+      "statement-timeout": { type: "string", default: "" },
       "job-ms": { type: "string", default: "50-500" },
+      "long-job-every": { type: "string", default: "40" },
       concurrency: { type: "string", default: "10" },
       "settle-timeout": { type: "string", default: "60" },
       "no-restart": { type: "boolean", default: false },
@@ -1029,9 +1625,10 @@ if (import.meta.main) {
   if (values.help) {
     process.stdout.write(
       "node bench/chaos.ts [--workers 4] [--jobs 5000] [--duration 120 (s)] [--lease-ms 2000] [--kill-every-ms 3000]\n" +
-        "                    [--freeze-every-ms 10000 (0: no SIGSTOP freezes)]\n" +
-        "                    [--job-ms 50-500] [--concurrency 10] [--settle-timeout 60 (s)] [--no-restart]\n" +
-        "DATABASE_URL: run on that server (in a fresh database) and skip the PostgreSQL restart.\n",
+        "                    [--freeze-every-ms 10000 (0: no SIGSTOP freezes)] [--row-lock-every-ms 8000 (0: no row locks)]\n" +
+        "                    [--pg-pauses 2 (SIGSTOPs of PostgreSQL; 0: none)] [--statement-timeout <ms> (the workers'; default picket's)]\n" +
+        "                    [--job-ms 50-500] [--long-job-every 40 (0: none)] [--concurrency 10] [--settle-timeout 60 (s)] [--no-restart]\n" +
+        "DATABASE_URL: run on that server (in a fresh database) and skip the PostgreSQL restart and pauses.\n",
     );
     process.exit(0);
   }
@@ -1053,7 +1650,7 @@ if (import.meta.main) {
     process.stderr.write("chaos: SIGINT, cleaning up (workers, PostgreSQL, data folder)\n");
     controller.abort();
   });
-  if (process.env.DATABASE_URL) process.stderr.write("chaos: DATABASE_URL is set: using that server; the PostgreSQL restart is skipped\n");
+  if (process.env.DATABASE_URL) process.stderr.write("chaos: DATABASE_URL is set: using that server; the PostgreSQL restart and pauses are skipped\n");
   try {
     const report = await runChaos({
       workers: int("workers", values.workers, 1),
@@ -1062,7 +1659,11 @@ if (import.meta.main) {
       leaseMs: int("lease-ms", values["lease-ms"], 100),
       killEveryMs: int("kill-every-ms", values["kill-every-ms"], 100),
       freezeEveryMs: int("freeze-every-ms", values["freeze-every-ms"], 0),
+      rowLockEveryMs: int("row-lock-every-ms", values["row-lock-every-ms"], 0),
+      pgPauses: int("pg-pauses", values["pg-pauses"], 0),
+      ...(values["statement-timeout"] ? { statementTimeoutMs: int("statement-timeout", values["statement-timeout"], 1) } : {}),
       jobMs: [Number(jobMs[1]), Number(jobMs[2])],
+      longJobEvery: int("long-job-every", values["long-job-every"], 0),
       concurrency: int("concurrency", values.concurrency, 1),
       settleTimeoutMs: int("settle-timeout", values["settle-timeout"], 1) * 1000,
       restartPostgres: !values["no-restart"],
