@@ -27,12 +27,14 @@ describe("machine diagrams", () => {
         "  checkingPayload --> releasing : DRAIN_DEADLINE",
         "  checkingPayload --> failing : LEASE_EXPIRED",
         "  checkingPayload --> running : done",
+        "  checkingPayload --> releasing : error [leaseLapsed]",
         "  checkingPayload --> deadLettering : error",
         "  checkingPayload --> failing : after jobTimeout",
         "  running --> fenced : LEASE_LOST",
         "  running --> releasing : DRAIN_DEADLINE",
         "  running --> failing : LEASE_EXPIRED",
         "  running --> completing : done",
+        "  running --> releasing : error [leaseLapsed]",
         "  running --> deadLettering : error [isPermanent]",
         "  running --> failing : error",
         "  running --> failing : after jobTimeout",
@@ -70,7 +72,7 @@ describe("machine diagrams", () => {
     expect(machineTransitions(supervisorMachine).map((row) => row.source)).not.toContain("supervisor");
     expect(machineTransitions(supervisorMachine)).toHaveLength(21);
     expect(lines).toContain("  running_waiting --> running_polling : SLOT_FREED [saturated]");
-    expect(machineTransitions(jobMachine)).toHaveLength(41);
+    expect(machineTransitions(jobMachine)).toHaveLength(43);
   });
 
   it("draws final states inside nested states, a machine without an initial state, and an inline guard by its name", () => {

@@ -31,6 +31,9 @@ const writeOutcomes = (statuses: string[]): AnyEvent[] => [
 
 const leaseExpired: AnyEvent = { type: "LEASE_EXPIRED", unconfirmedMs: 1234 };
 
+/** What the runtime reports when user code was about to start on a lease it could not prove. */
+const lapsed = { permanent: false, leaseLapsed: true, message: "the lease could not be proven" };
+
 /** The events the machine can receive in each state, as the runtime would produce them. */
 const eventsIn = (state: string): AnyEvent[] => {
   switch (state) {
@@ -40,6 +43,7 @@ const eventsIn = (state: string): AnyEvent[] => {
       return [
         { type: "xstate.done.actor.payloadCheck", output: undefined },
         { type: "xstate.error.actor.payloadCheck", error: new Error("Expected a string") },
+        { type: "xstate.error.actor.payloadCheck", error: lapsed },
         { type: "xstate.after.jobTimeout.job.checkingPayload" },
         { type: "LEASE_LOST" },
         { type: "DRAIN_DEADLINE" },
@@ -50,6 +54,7 @@ const eventsIn = (state: string): AnyEvent[] => {
         { type: "xstate.done.actor.handler", output: "result" },
         { type: "xstate.error.actor.handler", error: { permanent: true, message: "permanent" } },
         { type: "xstate.error.actor.handler", error: { permanent: false, message: "boom" } },
+        { type: "xstate.error.actor.handler", error: lapsed },
         { type: "xstate.after.jobTimeout.job.running" },
         { type: "LEASE_LOST" },
         { type: "DRAIN_DEADLINE" },
@@ -96,7 +101,7 @@ const paths: ModelPath[] = inputs.flatMap(({ name, input }) =>
     events: (snapshot) => eventsIn(String(snapshot.value)) as never,
     toState: (snapshot) => snapshot.status === "done",
   }).map((path) => ({
-    name: `${name}: ${path.steps.slice(1).map((s) => `${s.event.type.replace(/^xstate\.(done|error)\.actor\./, "$1:").replace(/^xstate\.after\..*/, "timeout")}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { permanent?: boolean }).permanent ? "(permanent)" : ""}${(s.event as AnyEvent).output && typeof (s.event as AnyEvent).output === "object" ? `(${((s.event as AnyEvent).output as { status?: string; outcome: string }).status ?? ((s.event as AnyEvent).output as { outcome: string }).outcome})` : ""}`).join(" > ") || "(always)"} => ${String(path.state.value)}`,
+    name: `${name}: ${path.steps.slice(1).map((s) => `${s.event.type.replace(/^xstate\.(done|error)\.actor\./, "$1:").replace(/^xstate\.after\..*/, "timeout")}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { permanent?: boolean }).permanent ? "(permanent)" : ""}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { leaseLapsed?: boolean }).leaseLapsed ? "(lapsed)" : ""}${(s.event as AnyEvent).output && typeof (s.event as AnyEvent).output === "object" ? `(${((s.event as AnyEvent).output as { status?: string; outcome: string }).status ?? ((s.event as AnyEvent).output as { outcome: string }).outcome})` : ""}`).join(" > ") || "(always)"} => ${String(path.state.value)}`,
     hasToken: input.job.claimToken !== "",
     hasHandler: input.hasHandler,
     hasSchema: input.hasSchema,
@@ -119,6 +124,8 @@ interface Script {
   payloadValid: boolean;
   /** The payload check never settles, and this ends it. */
   validatorHangs: "timeout" | "leaseLost" | "drain" | "leaseExpired" | null;
+  /** The lease cannot be proven when the payload check, or the handler, is to start. */
+  lapsesAt: "validator" | "handler" | null;
   handler: "succeed" | "fail" | "permanent" | "timeout" | "leaseLost" | "drain" | "leaseExpired" | null;
   /** abandon: the write waits on a row another session holds locked until the drain gives it up. */
   write: "apply" | "fenced" | "error" | "abandon";
@@ -126,7 +133,7 @@ interface Script {
 }
 
 const scriptOf = (path: ModelPath): Script => {
-  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, slotFree: path.slotFree, waitEnds: null, payloadValid: true, validatorHangs: null, handler: null, write: "apply", lastAttempt: false };
+  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, slotFree: path.slotFree, waitEnds: null, payloadValid: true, validatorHangs: null, lapsesAt: null, handler: null, write: "apply", lastAttempt: false };
   path.events.forEach((event, i) => {
     if (path.states[i] === "waitingForSlot") {
       script.waitEnds = ({ START: "start", RELEASE: "release", DRAIN_DEADLINE: "drain", LEASE_LOST: "leaseLost", LEASE_EXPIRED: "leaseExpired" } as const)[event.type as "START"];
@@ -139,9 +146,12 @@ const scriptOf = (path: ModelPath): Script => {
       if (event.type === "LEASE_EXPIRED") script.validatorHangs = "leaseExpired";
       if (script.validatorHangs !== null) return;
     }
-    if (event.type === "xstate.error.actor.payloadCheck") script.payloadValid = false;
+    const lapses = (event.error as { leaseLapsed?: boolean } | undefined)?.leaseLapsed === true;
+    if (event.type === "xstate.error.actor.payloadCheck" && lapses) script.lapsesAt = "validator";
+    else if (event.type === "xstate.error.actor.payloadCheck") script.payloadValid = false;
     if (event.type === "xstate.done.actor.handler") script.handler = "succeed";
-    if (event.type === "xstate.error.actor.handler") script.handler = (event.error as { permanent: boolean }).permanent ? "permanent" : "fail";
+    if (event.type === "xstate.error.actor.handler" && lapses) script.lapsesAt = "handler";
+    else if (event.type === "xstate.error.actor.handler") script.handler = (event.error as { permanent: boolean }).permanent ? "permanent" : "fail";
     if (event.type.startsWith("xstate.after.")) script.handler = "timeout";
     if (event.type === "LEASE_LOST") script.handler = "leaseLost";
     if (event.type === "DRAIN_DEADLINE") script.handler = "drain";
@@ -271,6 +281,7 @@ const execute = async (path: ModelPath, index: number) => {
   let onHandlerStart: () => Promise<void> = async () => undefined;
   let onValidatorHang: () => Promise<void> = async () => undefined;
   let handlerRuns = 0;
+  let leaseChecks = 0;
   const task: Task = defineTask({
     name: type,
     timeoutMs: script.handler === "timeout" || script.validatorHangs === "timeout" ? 100 : 30_000,
@@ -344,6 +355,11 @@ const execute = async (path: ModelPath, index: number) => {
     taskFor: (t) => (script.hasHandler && t === type ? task : undefined),
     leaseLost: () => undefined,
     handlerSettled: () => undefined,
+    // The runtime asks before the payload check (with a schema) and before the handler.
+    leaseProvable: () => {
+      leaseChecks++;
+      return !((script.lapsesAt === "validator" && leaseChecks === 1) || (script.lapsesAt === "handler" && leaseChecks === (script.hasSchema ? 2 : 1)));
+    },
     inspect: (event) => {
       const e = event as { type: string; snapshot?: { value?: unknown }; _transitions?: unknown[]; actorRef?: { id?: string } };
       if (e.type !== "@xstate.microstep" || e.snapshot === undefined) return;
@@ -400,7 +416,7 @@ const execute = async (path: ModelPath, index: number) => {
   if (script.write === "error") await db.pool.query(`DROP TRIGGER refuse_${type.replace("-", "_")} ON picket.jobs`);
 
   expect(states, "the runtime took the path the model generated").toEqual(path.states);
-  expect(handlerRuns, "the handler runs exactly when the machine enters running").toBe(path.states.includes("running") ? 1 : 0);
+  expect(handlerRuns, "the handler runs exactly when the machine enters running on a lease it can prove").toBe(path.states.includes("running") && script.lapsesAt !== "handler" ? 1 : 0);
   // A row read when the machine entered a state may land after the machine moved on: it must
   // match that state or one the path reaches later (the final one included).
   const finalMatches = (row: Row) => {

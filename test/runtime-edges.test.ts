@@ -108,6 +108,32 @@ describe("runtime edges", () => {
     }
   });
 
+  it("never starts a handler on a claim that came back after its lease could be proven: the job goes back uncharged", async () => {
+    // The first claim's reply arrives after the worker's own deadline for its lease (a fifth of
+    // 500 ms before it runs out), though within the statement's bound.
+    let first = true;
+    const { pool, end } = interceptedPool(db.url, async (statement, forward) => {
+      const result = await forward();
+      if (first && statement.name.startsWith("picket_claim_") && result.rows.length > 0) {
+        first = false;
+        await sleep(600);
+      }
+      return result;
+    });
+    try {
+      const starts: number[] = [];
+      const task = defineTask({ name: "edge-late-start", leaseMs: 500, handler: async (_p, { job }) => void starts.push(job.attempt) });
+      const job = await enqueueJob(db.pool, { type: "edge-late-start", maxAttempts: 1 });
+      // No sweep after the first (at start): nobody else takes the job while its claim is late.
+      const { outcomes } = await startWorker({ pool, tasks: [task], statementTimeoutMs: 5_000, sweepIntervalMs: 60_000 });
+      await expect.poll(() => outcomes.filter((o) => o.id === job.id).map((o) => o.outcome), { timeout: 10_000 }).toEqual(["released", "completed"]);
+      expect(starts).toEqual([1]);
+      expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", attempts: 1 });
+    } finally {
+      await end();
+    }
+  });
+
   it("cancels only its own statements when it stops: others on a shared pool go on", async () => {
     const pool = new pg.Pool({ connectionString: db.url });
     try {

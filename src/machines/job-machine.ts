@@ -79,6 +79,11 @@ export interface WriteInput {
 export interface HandlerFailure {
   permanent: boolean;
   message: string;
+  /**
+   * The handler (or the payload check) was never started: when it was about to be, the worker
+   * could no longer prove the job's lease (its claim came back, or its worker woke, too late).
+   */
+  leaseLapsed?: boolean;
 }
 
 // Placeholders: the runtime (or a test) supplies every actor with machine.provide().
@@ -138,6 +143,7 @@ export const jobMachine = setup({
     hasSchema: ({ context }) => context.hasSchema,
     slotFree: ({ context }) => context.slotFree,
     isPermanent: (_, failure: HandlerFailure) => failure.permanent,
+    leaseLapsed: (_, failure: HandlerFailure) => failure.leaseLapsed === true,
     applied: (_, result: FencedResult) => result.outcome === "applied",
     wentDead: (_, result: FencedResult) => result.outcome === "applied" && result.status === "dead",
   },
@@ -222,13 +228,17 @@ export const jobMachine = setup({
         src: "validatePayload",
         input: ({ context }) => ({ job: context.job }),
         onDone: { target: "running" },
-        onError: {
-          target: "deadLettering",
-          actions: {
-            type: "setError",
-            params: ({ event }) => ({ kind: "invalid_payload", message: `payload does not match the task's schema: ${failureOf(event.error).message}` }),
+        onError: [
+          // No user code ran: the job goes back, uncharged.
+          { guard: { type: "leaseLapsed", params: ({ event }) => failureOf(event.error) }, target: "releasing" },
+          {
+            target: "deadLettering",
+            actions: {
+              type: "setError",
+              params: ({ event }) => ({ kind: "invalid_payload", message: `payload does not match the task's schema: ${failureOf(event.error).message}` }),
+            },
           },
-        },
+        ],
       },
     },
     running: {
@@ -241,6 +251,8 @@ export const jobMachine = setup({
           actions: { type: "setResult", params: ({ event }: { event: { output: unknown } }) => event.output },
         },
         onError: [
+          // The handler never started: the job goes back, uncharged.
+          { guard: { type: "leaseLapsed", params: ({ event }) => failureOf(event.error) }, target: "releasing" },
           {
             guard: { type: "isPermanent", params: ({ event }) => failureOf(event.error) },
             target: "deadLettering",

@@ -38,6 +38,8 @@ export interface JobRuntimeDeps {
   leaseLost: (job: ClaimedJob) => void;
   /** The job's handler has returned or thrown (its outcome is on its way to the machine). */
   handlerSettled: (job: ClaimedJob) => void;
+  /** Whether the worker can still prove the job's lease on its own clock (user code may start). */
+  leaseProvable: (job: ClaimedJob) => boolean;
   inspect?: (event: unknown) => void;
 }
 
@@ -56,6 +58,13 @@ const runUnder = <A, E>(effect: Effect.Effect<A, E>, signal: AbortSignal): Promi
 const errorText = (error: JobError | null): string => (error === null ? "unknown error" : `${error.kind}: ${error.message}`);
 
 const claimOf = (job: ClaimedJob): Claim => ({ id: job.id, token: job.claimToken });
+
+/**
+ * No user code starts on a lease the worker cannot prove: a claim that came back late, or a
+ * worker that woke after its deadline, must not begin what another worker may already be running.
+ */
+const lapsed = (job: ClaimedJob): Promise<never> =>
+  Promise.reject({ permanent: false, leaseLapsed: true, message: `the lease of job ${job.id} could not be proven when its handler was to start` } satisfies HandlerFailure);
 
 export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   const { db, statements: options } = deps;
@@ -101,12 +110,13 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
 
   const machine = jobMachine.provide({
     actors: {
-      validatePayload: fromPromise(async ({ input }: { input: { job: ClaimedJob } }) => {
+      validatePayload: fromPromise<void, { job: ClaimedJob }>(async ({ input }) => {
+        if (!deps.leaseProvable(input.job)) await lapsed(input.job);
         const task = deps.taskFor(input.job.type);
         if (task !== undefined) await checkPayload(task, input.job.payload);
       }),
       runHandler: fromPromise<unknown, { job: ClaimedJob }>(({ input, signal }) =>
-        runUnder<unknown, HandlerFailure>(
+        !deps.leaseProvable(input.job) ? lapsed(input.job) : runUnder<unknown, HandlerFailure>(
           runHandler(deps.taskFor(input.job.type)!, input.job.payload, handlerContext(input.job), () => deps.handlerSettled(input.job)),
           signal,
         ),

@@ -202,6 +202,10 @@ export class Supervisor {
         const entry = this.running.get(job);
         if (entry) entry.handlerSettledAt = performance.now();
       },
+      leaseProvable: (job) => {
+        const entry = this.running.get(job);
+        return entry !== undefined && localDeadline(entry.confirmedAt, job.leaseMs) > performance.now();
+      },
       ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
     });
     const machine = supervisorMachine.provide({
