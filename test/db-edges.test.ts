@@ -115,7 +115,7 @@ describe("fenced writes with odd values", () => {
     expect((await completeJobs(db.pool, [{ id: b!.id, token: b!.claimToken, result: "\\u0000 and \\ud800" }]))[0]!.outcome).toBe("applied");
     expect((await row(db.pool, b!.id)).result).toBe("\\u0000 and \\ud800");
     const [p] = await claimed(db.pool, "odd-progress");
-    await expect(reportProgress(db.pool, [{ id: p!.id, token: p!.claimToken, progress: cyclic }])).rejects.toThrow(/the progress value cannot be stored/);
+    await expect(reportProgress(db.pool, [{ id: p!.id, token: p!.claimToken, progress: cyclic, leaseMs: 60_000 }])).rejects.toThrow(/the progress value cannot be stored/);
   });
 
   it("refuses a lease that is not a positive integer before touching any row", async () => {
@@ -161,7 +161,7 @@ describe("fenced writes with odd values", () => {
 
   it("a claim clears the previous attempt's progress", async () => {
     const [job] = await claimed(db.pool, "progress-reset", 1, { want: { backoffBaseMs: 0, backoffMaxMs: 0 } });
-    await reportProgress(db.pool, [{ id: job!.id, token: job!.claimToken, progress: { pct: 90 } }]);
+    await reportProgress(db.pool, [{ id: job!.id, token: job!.claimToken, progress: { pct: 90 }, leaseMs: 60_000 }]);
     await failJobs(db.pool, [{ id: job!.id, token: job!.claimToken, error: "x" }]);
     const [again] = await claimJobs(db.pool, "w", [want("progress-reset", { limit: 1 })]);
     expect(again!.progress).toBeNull();
@@ -275,7 +275,7 @@ describe("claim input and round trips", () => {
     const [job] = await claimed(client, "prepared");
     const claim = { id: job!.id, token: job!.claimToken };
     await renewLeases(client, [{ ...claim, leaseMs: 1000 }]);
-    await reportProgress(client, [{ ...claim, progress: 1 }]);
+    await reportProgress(client, [{ ...claim, progress: 1, leaseMs: 60_000 }]);
     await completeJobs(client, [claim]);
     await failJobs(client, [{ ...claim, error: "x" }]);
     await deadLetterJobs(client, [{ ...claim, error: "x" }]);

@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { claimJobs, completeJobs, enqueueJobs, renewLeases } from "../src/db/index.ts";
+import { claimJobs, completeJobs, enqueueJobs, renewLeases, reportProgress } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { claimed, row, want } from "./support/factory.ts";
@@ -193,6 +193,38 @@ describe("lease renewal", () => {
     const [job] = await claim;
     expect(job!.leaseMs).toBe(1_500);
     expect(job!.lockUntil.getTime() - released.getTime()).toBeGreaterThanOrEqual(1_490);
+  });
+
+  it("is granted again by a progress write under the claim, from the moment it is written", async () => {
+    const [job] = await claimed(db.pool, "progress-renews", 1, { want: { leaseMs: 1_000 } });
+    const [result] = await reportProgress(db.pool, [{ id: job!.id, token: job!.claimToken, progress: { step: 1 }, leaseMs: 60_000 }]);
+    expect(result!.outcome).toBe("applied");
+    const { rows } = await db.pool.query("SELECT lock_until - clock_timestamp() AS left FROM picket.jobs WHERE id = $1", [job!.id]);
+    expect(rows[0].left.seconds ?? 0).toBeGreaterThanOrEqual(58);
+  });
+
+  it("is kept by a job that writes large progress values without pause: its own writes renew it", async () => {
+    // Three progress writes of ~400 KB in flight at once, for two and a half leases: the row is
+    // almost always held by one of them when a renewal comes (finding R1 of the review).
+    const big = "x".repeat(400_000);
+    const task = defineTask({
+      name: "progress-storm",
+      leaseMs: 1_000,
+      handler: async (_p, { reportProgress }) => {
+        const until = Date.now() + 2_500;
+        let n = 0;
+        const writer = async () => {
+          while (Date.now() < until) await reportProgress({ n: n++, big });
+        };
+        await Promise.all([writer(), writer(), writer()]);
+        return n;
+      },
+    });
+    const job = await enqueueJobs(db.pool, [{ type: "progress-storm", maxAttempts: 1 }]);
+    const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(() => outcomes.find((o) => o.id === job[0]!.id), { timeout: 15_000 }).toMatchObject({ outcome: "completed" });
+    expect(await row(db.pool, job[0]!.id)).toMatchObject({ status: "completed", attempts: 1, errors: [] });
+    expect(logs.filter((l) => /^lease not confirmed in time/.test(l.msg))).toEqual([]);
   });
 
   it("skips a row another session holds: the others in the batch are renewed, the held one reported busy, at once", async () => {

@@ -22,7 +22,7 @@ const writes: Record<string, (q: Queryable, job: ClaimedJob) => Promise<FencedRe
   complete: (q, job) => completeJobs(q, [{ id: job.id, token: job.claimToken, result: { ok: true } }]),
   fail: (q, job) => failJobs(q, [{ id: job.id, token: job.claimToken, error: "boom" }]),
   deadLetter: (q, job) => deadLetterJobs(q, [{ id: job.id, token: job.claimToken, error: "permanent" }]),
-  progress: (q, job) => reportProgress(q, [{ id: job.id, token: job.claimToken, progress: { pct: 50 } }]),
+  progress: (q, job) => reportProgress(q, [{ id: job.id, token: job.claimToken, progress: { pct: 50 }, leaseMs: 60_000 }]),
   renew: (q, job) => renewLeases(q, [{ id: job.id, token: job.claimToken, leaseMs: 600_000 }]),
   release: (q, job) => releaseJobs(q, [{ id: job.id, token: job.claimToken }]),
 };
@@ -97,7 +97,7 @@ describe("the fence", () => {
     await completeJobs(db.pool, [{ id: c!.id, token: c!.claimToken, result: { sent: 3 } }]);
     await failJobs(db.pool, [{ id: f!.id, token: f!.claimToken, error: "flaky" }]);
     await deadLetterJobs(db.pool, [{ id: d!.id, token: d!.claimToken, error: "bad input" }]);
-    await reportProgress(db.pool, [{ id: p!.id, token: p!.claimToken, progress: { done: 7 } }]);
+    await reportProgress(db.pool, [{ id: p!.id, token: p!.claimToken, progress: { done: 7 }, leaseMs: 60_000 }]);
     await releaseJobs(db.pool, [{ id: r!.id, token: r!.claimToken }]);
     const renewed = await renewLeases(db.pool, [{ id: n!.id, token: n!.claimToken, leaseMs: 900_000 }]);
 

@@ -355,6 +355,7 @@ const execute = async (path: ModelPath, index: number) => {
     taskFor: (t) => (script.hasHandler && t === type ? task : undefined),
     leaseLost: () => undefined,
     handlerSettled: () => undefined,
+    leaseConfirmed: () => undefined,
     // The runtime asks before the payload check (with a schema) and before the handler.
     leaseProvable: () => {
       leaseChecks++;

@@ -30,7 +30,7 @@ describe("runtime behaviours", () => {
     const task = defineTask({ name: "tokenless", handler: async () => void runs++ });
     const [job] = await claimed(db.pool, "tokenless");
     const { logger } = captureLogs();
-    const actor = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true }).create({ ...job!, claimToken: null as never }, true);
+    const actor = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined }).create({ ...job!, claimToken: null as never }, true);
     actor.start();
     const done = await waitFor(actor, (s) => s.status === "done");
     expect(done.output!.outcome).toBe("refused");

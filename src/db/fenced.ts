@@ -142,12 +142,27 @@ export const deadLetterJobs = fencedWrite<Claim & { error: string }>(
   (schema) => `status = 'dead', finished_at = now(), lock_until = NULL, ${errorSet(schema, "c.error")}, updated_at = now()`,
 );
 
-/** Progress telemetry (any JSON value) for a running job. */
-export const reportProgress = fencedWrite<Claim & { progress: unknown }>(
+/** A lease to grant again: a positive integer of milliseconds, checked before any row is touched. */
+const checkLease = <T extends Claim & { leaseMs: number }>(item: T): T => {
+  if (!Number.isInteger(item.leaseMs) || item.leaseMs < 1 || item.leaseMs > 2_147_483_647) {
+    throw new InvalidConfigError(`picket: lease renewal for job ${item.id}: leaseMs must be an integer from 1 to 2147483647 (got ${String(item.leaseMs)}).`);
+  }
+  return item;
+};
+
+/**
+ * Progress telemetry (any JSON value) for a running job. Written under the live claim, it renews
+ * the claim's lease too (as renewLeases does): a job that writes progress often holds its row
+ * often, and its renewals would find the row busy.
+ */
+export const reportProgress = fencedWrite<Claim & { progress: unknown; leaseMs: number }>(
   "progress",
-  [{ name: "progress", sqlType: "jsonb", value: (item) => item.progress }],
-  () => `progress = c.progress, updated_at = now()`,
-  withJson("progress", "progress value"),
+  [
+    { name: "progress", sqlType: "jsonb", value: (item) => item.progress },
+    { name: "lease_ms", sqlType: "int", value: (item) => item.leaseMs },
+  ],
+  () => `progress = c.progress, lock_until = clock_timestamp() + c.lease_ms * interval '1 millisecond', updated_at = now()`,
+  (item) => withJson("progress", "progress value")(checkLease(item)),
 );
 
 /**
@@ -161,12 +176,7 @@ export const renewLeases = fencedWrite<Claim & { leaseMs: number }>(
   "renew",
   [{ name: "lease_ms", sqlType: "int", value: (item) => item.leaseMs }],
   () => `lock_until = clock_timestamp() + c.lease_ms * interval '1 millisecond', updated_at = now()`,
-  (item) => {
-    if (!Number.isInteger(item.leaseMs) || item.leaseMs < 1 || item.leaseMs > 2_147_483_647) {
-      throw new InvalidConfigError(`picket: lease renewal for job ${item.id}: leaseMs must be an integer from 1 to 2147483647 (got ${String(item.leaseMs)}).`);
-    }
-    return item;
-  },
+  checkLease,
 );
 
 /**

@@ -40,6 +40,8 @@ export interface JobRuntimeDeps {
   handlerSettled: (job: ClaimedJob) => void;
   /** Whether the worker can still prove the job's lease on its own clock (user code may start). */
   leaseProvable: (job: ClaimedJob) => boolean;
+  /** A write under the claim, sent at `sentAt` (performance.now()), granted its lease again. */
+  leaseConfirmed: (job: ClaimedJob, sentAt: number) => void;
   inspect?: (event: unknown) => void;
 }
 
@@ -95,7 +97,9 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
           // just failed) is tried again a few times, 315 ms in all; progress is telemetry, so a row
           // held longer than that does not hold the handler up: this value is dropped.
           for (let wait = 5; ; wait *= 2) {
-            const [result] = await reportProgress(db, [{ ...claimOf(job), progress }], options);
+            const sentAt = performance.now();
+            const [result] = await reportProgress(db, [{ ...claimOf(job), progress, leaseMs: job.leaseMs }], options);
+            if (result?.outcome === "applied") deps.leaseConfirmed(job, sentAt);
             if (result?.outcome === "fenced") deps.leaseLost(job);
             if (result?.outcome !== "busy") return;
             if (wait > 160) return logger.debug("progress not written: the job's row is held by another session");

@@ -202,6 +202,10 @@ export class Supervisor {
         const entry = this.running.get(job);
         if (entry) entry.handlerSettledAt = performance.now();
       },
+      leaseConfirmed: (job, sentAt) => {
+        const entry = this.running.get(job);
+        if (entry) entry.confirmedAt = Math.max(entry.confirmedAt, sentAt);
+      },
       leaseProvable: (job) => {
         const entry = this.running.get(job);
         return entry !== undefined && localDeadline(entry.confirmedAt, job.leaseMs) > performance.now();
@@ -707,8 +711,9 @@ export class Supervisor {
   /**
    * One renewal round: every claim this worker holds, in one statement. A lease written is
    * confirmed from the moment the statement was sent (the database's lease starts later than
-   * that). A row another session holds locked is skipped (busy) and stays unconfirmed; a fenced
-   * renewal of a job still before its outcome means the claim was lost.
+   * that). A row another session holds locked is skipped (busy) and stays unconfirmed this round
+   * (a job's own progress writes renew its lease too). A fenced renewal of a job still before its
+   * outcome means the claim was lost.
    */
   private async renewOnce(): Promise<void> {
     const live = [...this.running.values()];
@@ -718,25 +723,23 @@ export class Supervisor {
     let busy = 0;
     results.forEach((result, i) => {
       const entry = live[i]!;
-      if (result.outcome === "applied") {
-        entry.confirmedAt = Math.max(entry.confirmedAt, sentAt);
-        return;
-      }
-      if (result.outcome === "busy") {
-        busy++;
-        return;
-      }
-      // A job that left `running` meanwhile has written (or is writing) its own outcome: its
-      // renewal found the row finished, not stolen. Only a job before its outcome lost its claim.
-      const { job, actor } = entry;
-      if (!beforeOutcome(actor.getSnapshot())) return;
-      this.logger.warn(
-        { job_id: job.id, task: job.type, claim_token: job.claimToken },
-        `lease renewal fenced: job ${job.id} (claim ${job.claimToken}) was reclaimed; interrupting its handler`,
-      );
-      actor.send({ type: "LEASE_LOST" });
+      if (result.outcome === "applied") entry.confirmedAt = Math.max(entry.confirmedAt, sentAt);
+      else if (result.outcome === "busy") busy++;
+      else this.renewalFenced(entry);
     });
     this.lastRenewal = { error: null, busy };
+  }
+
+  /** A renewal found the claim gone: only a job before its outcome lost it to another worker. */
+  private renewalFenced({ job, actor }: RunningJob): void {
+    // A job that left `running` meanwhile has written (or is writing) its own outcome: its renewal
+    // found the row finished, not stolen.
+    if (!beforeOutcome(actor.getSnapshot())) return;
+    this.logger.warn(
+      { job_id: job.id, task: job.type, claim_token: job.claimToken },
+      `lease renewal fenced: job ${job.id} (claim ${job.claimToken}) was reclaimed; interrupting its handler`,
+    );
+    actor.send({ type: "LEASE_LOST" });
   }
 }
 
