@@ -1,4 +1,4 @@
-import { createServer } from "node:net";
+import { connect, createServer } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { enqueueJob } from "../src/db/index.ts";
@@ -64,4 +64,20 @@ describe("health", () => {
     expect(outcomes).toEqual([expect.objectContaining({ id: job.id, outcome: "completed" })]);
   });
 
+
+  it("stops at once though a client keeps a request to it half-sent", async () => {
+    const port = await freePort();
+    const task = defineTask({ name: "health-slowloris", handler: async () => "ok" });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [task], health: { port, host: "127.0.0.1" } });
+    await expect.poll(async () => (await get(port, "/health").catch(() => ({ status: 0 }))).status, { timeout: 5_000 }).toBe(200);
+    const socket = connect(port, "127.0.0.1");
+    socket.on("error", () => undefined);
+    await new Promise((resolve) => socket.once("connect", resolve));
+    socket.write("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"); // no blank line: the request never ends
+    await new Promise((r) => setTimeout(r, 100));
+    const stopAt = Date.now();
+    await supervisor.stop();
+    expect(Date.now() - stopAt).toBeLessThan(2_000);
+    socket.destroy();
+  });
 });

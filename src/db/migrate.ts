@@ -63,6 +63,10 @@ export const migrate = async (
   const files = options.migrations ?? (await readMigrations());
   const timeoutMs = options.timeoutMs ?? DEFAULT_MIGRATION_TIMEOUT_MS;
   const client = "totalCount" in db ? await checkOut(db, timeoutMs) : db;
+  // A connection checked out of a pool has no listener of the pool's: a server closing it between
+  // the migration's statements must fail the migration, not the process.
+  const onError = () => undefined;
+  if (client !== db) client.on("error", onError);
   const run = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => runStatement<R>(client, { text, ...(values ? { values } : {}) }, { timeoutMs });
   let failure: unknown;
   try {
@@ -88,7 +92,10 @@ export const migrate = async (
     }
   } finally {
     // A connection whose statement timed out is in an unknown state: the pool destroys it.
-    if (client !== db) (client as pg.PoolClient).release(failure instanceof StatementTimeoutError ? failure : undefined);
+    if (client !== db) {
+      client.removeListener("error", onError);
+      (client as pg.PoolClient).release(failure instanceof StatementTimeoutError ? failure : undefined);
+    }
   }
 };
 

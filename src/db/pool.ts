@@ -94,7 +94,7 @@ export const openPool = async (options: PoolOptions): Promise<pg.Pool> => {
  */
 export const probeConnection = (config: pg.ClientConfig, timeoutMs: number): Promise<string | null> =>
   new Promise((resolve) => {
-    const client = new pg.Client({ ...config, connectionTimeoutMillis: timeoutMs, keepAlive: true });
+    const client = new pg.Client({ ...config, connectionTimeoutMillis: timeoutMs });
     client.on("error", () => undefined);
     const finish = (reason: string | null) => {
       clearTimeout(timer);

@@ -6,7 +6,7 @@ const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
 
 // PostgreSQL's keywords that are not unreserved (pg_get_keywords() catcode R, C or T, as of
 // PostgreSQL 18): as an unquoted schema name they fail to parse in some of picket's statements
-// ("user.jobs" is a syntax error). test/schema-name.test.ts checks the server's own list against it.
+// ("user.jobs" is a syntax error). test/faults-values.test.ts checks the server's own list against it.
 const KEYWORDS = new Set(
   (
     "all analyse analyze and any array as asc asymmetric authorization between bigint binary bit " +

@@ -3,7 +3,7 @@
 // been confirmed for longer than a lease (renewals are failing). A worker busy with long jobs is
 // healthy: restarting it would only lose their work. /ready is 503 while draining, so a balancer
 // stops sending to it.
-import { createServer } from "node:http";
+import { createServer, type Server } from "node:http";
 import { NodeHttpServer } from "@effect/platform-node";
 import { Effect, Layer, Logger } from "effect";
 import type { Logger as PinoLogger } from "./logger.ts";
@@ -31,11 +31,16 @@ export interface HealthReport {
   };
 }
 
-/** Serves until interrupted; interrupting the returned Effect closes the port. */
+/**
+ * Serves until interrupted; interrupting the returned Effect closes the port once its connections
+ * are gone: call `closeAllConnections()` on the server handed to `created` first, or a client that
+ * keeps a request half-sent holds the close (and stop()) for as long as Node lets it.
+ */
 export const startHealthServer = (
   options: { port: number; host: string },
   report: () => Promise<HealthReport>,
   logger: PinoLogger,
+  created: (server: Server) => void = () => undefined,
 ): Effect.Effect<never, unknown> => {
   const respond = (ok: (r: HealthReport) => boolean) =>
     Effect.promise(report).pipe(Effect.map((r) => HttpServerResponse.jsonUnsafe(r, { status: ok(r) ? 200 : 503 })));
@@ -44,7 +49,12 @@ export const startHealthServer = (
     HttpRouter.add("GET", "/ready", respond((r) => r.ready && r.healthy)),
   );
   // Requests are not logged: probes arrive every few seconds and would drown the job logs.
-  const app = HttpRouter.serve(routes, { disableLogger: true }).pipe(Layer.provide(NodeHttpServer.layer(createServer, { port: options.port, host: options.host })));
+  const server = () => {
+    const made = createServer();
+    created(made);
+    return made;
+  };
+  const app = HttpRouter.serve(routes, { disableLogger: true }).pipe(Layer.provide(NodeHttpServer.layer(server, { port: options.port, host: options.host })));
   // The server's own messages ("Listening on ...") go to picket's logger, not to stdout.
   const logs = Logger.layer([Logger.make(({ message }) => logger.debug({ component: "health" }, String(message)))]);
   return Layer.launch(app.pipe(Layer.provide(logs)));

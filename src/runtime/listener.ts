@@ -28,7 +28,7 @@ export const listenForJobs = (options: ListenOptions): Effect.Effect<never> => {
   const probeTimeoutMs = options.probeTimeoutMs ?? 5_000;
   // One connection's lifetime: resolves (as a failure) when the connection is lost.
   const session = Effect.callback<never, Error>((resume) => {
-    const client = new pg.Client({ ...options.connection, keepAlive: true, connectionTimeoutMillis: 10_000 });
+    const client = new pg.Client({ ...options.connection, keepAlive: true, keepAliveInitialDelayMillis: 10_000, connectionTimeoutMillis: 10_000 });
     const probeId = randomBytes(8).toString("hex");
     let heard: () => void = () => undefined;
     const probeHeard = new Promise<void>((resolve) => (heard = resolve));

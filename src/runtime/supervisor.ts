@@ -1,6 +1,7 @@
 // The supervisor: owns the pool, the LISTEN connection, the poll, lease renewal, the sweep,
 // retention and the drain. Its lifecycle is the supervisor machine; each job is a job machine.
 import { setMaxListeners } from "node:events";
+import type { Server } from "node:http";
 import { Effect, Fiber } from "effect";
 import pg from "pg";
 import { createActor, fromCallback, fromPromise, waitFor, type Actor } from "xstate";
@@ -146,6 +147,7 @@ export class Supervisor {
   private stopping: Promise<void> | undefined;
   private forced = false;
   private healthFiber: Fiber.Fiber<never, unknown> | undefined;
+  private healthServer: Server | undefined;
   private readonly leaseWatch = new LeaseWatch(() => this.checkLeases());
   private stopStallWatch: (() => void) | undefined;
   /** Aborted when the worker has stopped: every statement of its own still in flight is cancelled. */
@@ -246,7 +248,7 @@ export class Supervisor {
     const health = this.config.health;
     if (health) {
       this.healthFiber = Effect.runFork(
-        startHealthServer(health, () => this.health(), this.logger).pipe(
+        startHealthServer(health, () => this.health(), this.logger, (server) => (this.healthServer = server)).pipe(
           Effect.tapCause((cause) =>
             Effect.sync(() => this.logger.error({ cause: String(cause), port: health.port }, "health server failed; the worker runs on without it")),
           ),
@@ -275,6 +277,8 @@ export class Supervisor {
       }
       this.leaseWatch.stop();
       this.stopStallWatch?.();
+      // Open connections first: a probe that keeps its request half-sent would hold the close.
+      this.healthServer?.closeAllConnections();
       if (this.healthFiber) await Effect.runPromise(Fiber.interrupt(this.healthFiber));
       // A claim whose reply never came may have given out jobs: one short try to give them back
       // (unless forced), else the sweep charges them after their lease.
