@@ -409,8 +409,9 @@ export class Supervisor {
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
       const asked = Math.min(free, wants.reduce((total, want) => total + want.limit, 0));
       await this.giveBackUnreturned();
+      // When the claim was sent: the lease it grants is confirmed from then (on this clock).
       const sentAt = performance.now();
-      const jobs = asked > 0 ? await this.claim(wants, asked) : [];
+      const jobs = asked > 0 ? await this.claim(wants, asked, sentAt) : [];
       // Slots freed while the claim was in flight go to the jobs already waiting first, then to
       // these, in claim order.
       this.startQueued();
@@ -426,9 +427,8 @@ export class Supervisor {
     }
   }
 
-  /** One claim, timed: its round trip feeds the mean that sizes the buffer. */
-  private async claim(wants: ClaimWant[], total: number): Promise<ClaimedJob[]> {
-    const sentAt = performance.now();
+  /** One claim, timed from `sentAt`: its round trip feeds the mean that sizes the buffer. */
+  private async claim(wants: ClaimWant[], total: number, sentAt: number): Promise<ClaimedJob[]> {
     const tokens = drawClaimTokens(total);
     this.pollAbort = new AbortController();
     const signal = AbortSignal.any([this.lifetime.signal, this.pollAbort.signal]);
