@@ -3,7 +3,6 @@
 // server. One locked row must not stall every lease, a renewal that waited must grant a full
 // lease, batches must not deadlock, and stop() (and the CLI) must end whatever the lock does.
 import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { claimJobs, completeJobs, enqueueJobs, renewLeases, reportProgress } from "../src/db/index.ts";
@@ -12,17 +11,11 @@ import { useTestDatabase } from "./support/db.ts";
 import { claimed, row, want } from "./support/factory.ts";
 import { createRunsTable, overlappingRuns, recordedRun } from "./support/runs.ts";
 import { startWorker } from "./support/worker.ts";
+import { freePort } from "./support/ports.ts";
 
 const db = useTestDatabase();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const freePort = (): Promise<number> =>
-  new Promise((resolve) => {
-    const server = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 
 /** Another session holds the row locked until release() (the operator's transaction). */
 const lockRow = async (id: string) => {

@@ -1,20 +1,14 @@
-import { connect, createServer } from "node:net";
+import { connect } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { enqueueJob } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { startWorker } from "./support/worker.ts";
+import { freePort } from "./support/ports.ts";
 
 const db = useTestDatabase();
 
-const freePort = (): Promise<number> =>
-  new Promise((resolve) => {
-    const server = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 
 const get = async (port: number, path: string) => {
   const response = await fetch(`http://127.0.0.1:${port}${path}`);

@@ -16,6 +16,19 @@ import { startWorker } from "./support/worker.ts";
 const db = useTestDatabase();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A caller's pool whose first claim that takes a job commits on the server but answers `delayMs` late. */
+const lateFirstClaim = (delayMs: number) => {
+  let first = true;
+  return interceptedPool(db.url, async (statement, forward) => {
+    const result = await forward();
+    if (first && statement.name.startsWith("picket_claim_") && result.rows.length > 0) {
+      first = false;
+      await sleep(delayMs);
+    }
+    return result;
+  });
+};
+
 describe("runtime edges", () => {
   it("reconnects LISTEN after its connection is killed, and NOTIFY wakes the worker again", async () => {
     const task = defineTask({ name: "edge-relisten", handler: async () => "ok" });
@@ -84,15 +97,7 @@ describe("runtime edges", () => {
   it("gives back, unrun and uncharged, the jobs of a claim whose reply came too late", async () => {
     // The first claim commits on the server, but its reply reaches the worker after the claim's
     // bound: the worker never runs those jobs under that claim.
-    let first = true;
-    const { pool, end } = interceptedPool(db.url, async (statement, forward) => {
-      const result = await forward();
-      if (first && statement.name.startsWith("picket_claim_") && result.rows.length > 0) {
-        first = false;
-        await sleep(1_500);
-      }
-      return result;
-    });
+    const { pool, end } = lateFirstClaim(1_500);
     try {
       const runs: string[] = [];
       const task = defineTask({ name: "edge-late-claim", leaseMs: 60_000, handler: async (_p, { job }) => void runs.push(job.id) });
@@ -111,15 +116,7 @@ describe("runtime edges", () => {
   it("never starts a handler on a claim that came back after its lease could be proven: the job goes back uncharged", async () => {
     // The first claim's reply arrives after the worker's own deadline for its lease (a fifth of
     // 500 ms before it runs out), though within the statement's bound.
-    let first = true;
-    const { pool, end } = interceptedPool(db.url, async (statement, forward) => {
-      const result = await forward();
-      if (first && statement.name.startsWith("picket_claim_") && result.rows.length > 0) {
-        first = false;
-        await sleep(600);
-      }
-      return result;
-    });
+    const { pool, end } = lateFirstClaim(600);
     try {
       const starts: number[] = [];
       const task = defineTask({ name: "edge-late-start", leaseMs: 500, handler: async (_p, { job }) => void starts.push(job.attempt) });

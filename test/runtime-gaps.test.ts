@@ -1,7 +1,6 @@
 // Runtime behaviours that hand-made mutants showed untested (a review that deleted or bent each
 // enforcing line); each test here fails under its mutant.
 import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
 import { waitFor } from "xstate";
@@ -13,16 +12,10 @@ import { defineTask } from "../src/runtime/task.ts";
 import { interceptedPool, useTestDatabase } from "./support/db.ts";
 import { claimed, row, want } from "./support/factory.ts";
 import { captureLogs, startWorker } from "./support/worker.ts";
+import { freePort } from "./support/ports.ts";
 
 const db = useTestDatabase();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const freePort = (): Promise<number> =>
-  new Promise((resolve) => {
-    const server = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 
 describe("runtime behaviours", () => {
   it("T-M39: refuses a claim without a token and never runs its handler", async () => {

@@ -9,10 +9,10 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { chmod, chown, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
+import { freePort } from "./ports.ts";
 
 export interface PgBouncer {
   /** The same database, user and password as the URL it fronts, through PgBouncer. */
@@ -54,16 +54,6 @@ export const findPgBouncer = (): string | undefined => {
   return executable(DEBIAN_PATH) ? DEBIAN_PATH : undefined;
 };
 
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
 
 /** PgBouncer refuses to run as root: as root it runs as `postgres` (as the embedded server does). */
 const RUN_AS = "postgres";
