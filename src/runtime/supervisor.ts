@@ -61,6 +61,9 @@ const RELEASE_GRACE_MS = 1_000;
  */
 const STOP_STEP_MS = 250;
 
+/** Most tokens of unanswered claims kept to give back (a claim gives out at most a few dozen). */
+const MAX_UNRETURNED_TOKENS = 10_000;
+
 /** The health check's own connection must answer within this. */
 const HEALTH_PROBE_MS = 2_000;
 
@@ -437,8 +440,9 @@ export class Supervisor {
       this.claimRoundTripMs = runningMean(this.claimRoundTripMs, performance.now() - sentAt);
       return jobs;
     } catch (error) {
-      // The claim may have committed before it failed (its reply lost, or a cancel too late).
-      this.unreturned.push(...tokens);
+      // The claim may have committed before it failed (its reply lost, or a cancel too late). Kept
+      // bounded through a long outage, when every poll fails: the oldest are left to the sweep.
+      this.unreturned = [...this.unreturned, ...tokens].slice(-MAX_UNRETURNED_TOKENS);
       throw error;
     } finally {
       this.pollAbort = undefined;
