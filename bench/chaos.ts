@@ -38,6 +38,12 @@ export interface ChaosOptions {
   /** Mean time between SIGKILLs (each gap drawn from ½–1½ of it); default 3000. */
   killEveryMs?: number;
   /**
+   * The window is stretched, with kills only, until at least this many SIGKILLs were made: on a
+   * loaded machine the pause, the restart and slow worker starts can take most of a short window.
+   * Default 0.
+   */
+  minKills?: number;
+  /**
    * Mean time between freezes: a random worker is SIGSTOPped for 1–2 leases, then SIGCONTed,
    * so it resumes as a stalled owner whose claims were reclaimed meanwhile. 0: none. Default 10000.
    */
@@ -310,6 +316,7 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
     durationMs: options.durationMs,
     leaseMs: options.leaseMs,
     killEveryMs: options.killEveryMs ?? 3_000,
+    minKills: options.minKills ?? 0,
     freezeEveryMs: options.freezeEveryMs ?? 10_000,
     rowLockEveryMs: options.rowLockEveryMs ?? 8_000,
     rowLockLeases: options.rowLockLeases ?? [2, 4],
@@ -584,7 +591,7 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
       aborted();
       respawnCrashed();
       const now = Date.now();
-      if (now >= end) break;
+      if (now >= end && kills.length >= o.minKills) break;
       if (restart === null && now >= restartAt) {
         // No worker may be starting (a start with the database down fails, by design).
         await allStarted(30_000);
@@ -623,7 +630,7 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
         nextFreeze = Math.max(nextFreeze, Date.now() + nextFreezeGap());
         continue;
       }
-      if (now >= nextFreeze) {
+      if (now >= nextFreeze && now < end) {
         const candidates = alive().filter((p) => !frozen.has(p) && p.startedAt !== null);
         const victim = candidates[Math.floor(Math.random() * candidates.length)];
         if (victim) {
@@ -672,7 +679,7 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
         say(`jobs: ${rows.map((r) => `${r.n} ${r.status}`).join(", ")}`);
       }
       await sleep(
-        Math.min(nextKill, nextFreeze, restart === null ? restartAt : Infinity, pauseAt[pauses.length] ?? Infinity, end, nextStatus, now + 250) -
+        Math.min(nextKill, now < end ? nextFreeze : Infinity, restart === null ? restartAt : Infinity, pauseAt[pauses.length] ?? Infinity, now < end ? end : Infinity, nextStatus, now + 250) -
           Date.now(),
       );
     }
