@@ -44,7 +44,7 @@ describe("supervisor machine against the real runtime", () => {
           { type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 0, claimed: 0 } },
           { type: "xstate.error.actor.0.supervisor.running.polling", error: new Error("claim failed") },
           { type: "xstate.after.pollInterval.supervisor.running.waiting" },
-          { type: "xstate.after.drainTimeout.supervisor.draining" },
+          { type: "DRAIN_DEADLINE" },
           { type: "xstate.after.releaseGrace.supervisor.releasing" },
         ] as never;
       },
@@ -111,6 +111,36 @@ describe("supervisor machine against the real runtime", () => {
       await blocker.query("COMMIT");
     }
     expect(await db.pool.query("SELECT status, attempts FROM picket.jobs WHERE id = $1", [job!.id]).then((r) => r.rows[0])).toEqual({ status: "pending", attempts: 0 });
+  });
+
+  it("cancels a poll still in flight at the drain deadline, counted from the STOP, and ends the drain a grace later", async () => {
+    const endless = defineTask({ name: "sv-deadline-poll", timeoutMs: 60_000, handler: (_p, { signal }) => hang(signal) });
+    const [running, waiting] = await enqueueJobs(db.pool, [{ type: "sv-deadline-poll" }, { type: "sv-deadline-poll", runAt: new Date(Date.now() + 60_000) }]);
+    // Statements may wait a minute: only the drain deadline can end the poll.
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [endless], concurrency: 2, drainTimeoutMs: 300, statementTimeoutMs: 60_000, ...recorder() });
+    await expect.poll(() => supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    // The next poll (a slot is free) blocks on the table, and so will the release of the running job.
+    const blocker = await db.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("LOCK TABLE picket.jobs IN EXCLUSIVE MODE");
+    try {
+      await sleep(300);
+      const stoppedAt = Date.now();
+      const stopped = supervisor.stop().then(() => Date.now() - stoppedAt);
+      // The deadline (300 ms), the release grace (1 s), the last steps (250 ms): all while the
+      // table stays locked. Without the cancel, stop() would wait for the lock.
+      const took = await Promise.race([stopped, sleep(10_000).then(() => Infinity)]);
+      expect(took).toBeGreaterThanOrEqual(1_300);
+      expect(took).toBeLessThan(300 + 2_000);
+      expect(outcomes).toEqual([expect.objectContaining({ id: running!.id, outcome: "abandoned" })]);
+    } finally {
+      await blocker.query("COMMIT");
+    }
+    // The cancelled claim took nothing; the running job is left to the sweep.
+    expect(await db.pool.query("SELECT id, status, attempts FROM picket.jobs WHERE id = ANY($1) ORDER BY id", [[running!.id, waiting!.id]]).then((r) => r.rows)).toEqual([
+      { id: running!.id, status: "processing", attempts: 1 },
+      { id: waiting!.id, status: "pending", attempts: 0 },
+    ]);
   });
 
   it("goes on to release the running jobs when a force() cut an in-flight poll short", async () => {

@@ -1,7 +1,7 @@
 // The supervisor's lifecycle as a pure XState machine: polling, the single drain, the deadline.
 // The runtime provides the poll (claim + dispatch, never awaiting the jobs it starts), the
 // background loops (lease renewal, sweep, retention, LISTEN) and the interruption of jobs.
-import { assign, fromCallback, fromPromise, setup } from "xstate";
+import { assign, fromCallback, fromPromise, not, raise, setup } from "xstate";
 
 export interface SupervisorInput {
   pollIntervalMs: number;
@@ -26,6 +26,8 @@ export interface SupervisorContext {
   stopRequested: boolean;
   /** FORCE arrived while a poll was in flight: skip the drain's grace period once it has finished. */
   forceRequested: boolean;
+  /** The drain deadline passed while a poll was in flight: release at once once it has ended. */
+  deadlinePassed: boolean;
   /** The last poll filled every slot it offered (or had none): more work may be waiting. */
   saturated: boolean;
 }
@@ -40,7 +42,9 @@ export type SupervisorEvent =
   /** A job's handler ended (its outcome may still be being written): its slot is free. */
   | { type: "SLOT_FREED" }
   /** A job machine reached its final state. */
-  | { type: "JOB_FINISHED" };
+  | { type: "JOB_FINISHED" }
+  /** The drain's deadline: raised by the machine itself, drainTimeoutMs after the first STOP. */
+  | { type: "DRAIN_DEADLINE" };
 
 const notProvided = (name: string) => async (): Promise<never> => {
   throw new Error(`picket: the runtime did not provide the "${name}" actor`);
@@ -61,6 +65,7 @@ export const supervisorMachine = setup({
   guards: {
     stopRequested: ({ context }) => context.stopRequested,
     forceRequested: ({ context }) => context.forceRequested,
+    deadlinePassed: ({ context }) => context.deadlinePassed,
     idle: ({ context }) => context.running === 0,
     saturated: ({ context }) => context.saturated,
     // Every slot offered was filled: more is probably waiting. (With no free slot to offer, the
@@ -74,6 +79,12 @@ export const supervisorMachine = setup({
   },
   actions: {
     requestStop: assign({ stopRequested: true }),
+    // Counted from the STOP, not from the end of a poll in flight: a poll that hangs on the
+    // database must not push the deadline back.
+    startDrainClock: raise({ type: "DRAIN_DEADLINE" }, { delay: "drainTimeout" }),
+    passDeadline: assign({ deadlinePassed: true }),
+    // Provided by the runtime: cancels the poll in flight (its claim's jobs are given back).
+    abortPoll: () => undefined,
     requestForce: assign({ forceRequested: true }),
     recordPoll: assign({
       running: ({ context }, output: PollOutput) => context.running + output.claimed,
@@ -98,6 +109,7 @@ export const supervisorMachine = setup({
     running: 0,
     stopRequested: false,
     forceRequested: false,
+    deadlinePassed: false,
     saturated: false,
   }),
   // The background loops live as long as the supervisor: leases must be renewed while draining.
@@ -127,14 +139,20 @@ export const supervisorMachine = setup({
               { target: "waiting", actions: "reportPollError" },
             ],
           },
-          // An in-flight poll is awaited, not raced: its claims must reach their machines.
-          on: { STOP: { actions: "requestStop" }, FORCE: { actions: "requestForce" } },
+          // An in-flight poll is awaited, not raced (its claims must reach their machines), until
+          // the drain deadline: then it is cancelled, and the jobs its claim may have taken are
+          // given back.
+          on: {
+            STOP: { guard: not("stopRequested"), actions: ["requestStop", "startDrainClock"] },
+            FORCE: { actions: "requestForce" },
+            DRAIN_DEADLINE: { actions: ["passDeadline", "abortPoll"] },
+          },
         },
         waiting: {
           after: { pollInterval: { target: "polling" } },
           on: {
             WAKE: { target: "polling" },
-            STOP: { target: "#supervisor.draining" },
+            STOP: { target: "#supervisor.draining", actions: "startDrainClock" },
             // A slot freed while work was left behind: claim into it now, not at the next tick.
             SLOT_FREED: { guard: "saturated", target: "polling" },
             // So did a finished write, when writes in flight were what held the claim back.
@@ -151,9 +169,9 @@ export const supervisorMachine = setup({
       always: [
         { guard: "idle", target: "stopped" },
         { guard: "forceRequested", target: "releasing" },
+        { guard: "deadlinePassed", target: "releasing" },
       ],
-      after: { drainTimeout: { target: "releasing" } },
-      on: { FORCE: { target: "releasing" } },
+      on: { FORCE: { target: "releasing" }, DRAIN_DEADLINE: { target: "releasing" } },
     },
     // Handlers are interrupted and their jobs released; outcomes already being written may finish.
     // Bounded whatever the database does: after the grace, or at a second FORCE, every write still

@@ -55,9 +55,9 @@ interface RunningJob {
 const RELEASE_GRACE_MS = 1_000;
 
 /**
- * The bound of each of stop()'s last steps once the drain is over (giving back the jobs of a claim
- * whose reply never came; letting the pool's connections close politely before closing them):
- * they take milliseconds on a database that answers, and must not add up on one that does not.
+ * The bound of stop()'s last steps together, once the drain is over (giving back the jobs of a
+ * claim whose reply never came; letting the pool's connections close politely before closing
+ * them): they take milliseconds on a database that answers, and must not add up on one that does not.
  */
 const STOP_STEP_MS = 250;
 
@@ -241,6 +241,7 @@ export class Supervisor {
           this.logger.error({ err: (event as { error?: unknown }).error }, "poll failed; polling again after the interval"),
         reportDraining: () => this.logger.info({ running: this.running.size }, "draining: claiming stopped, waiting for running jobs"),
         releaseQueued: () => this.releaseQueued(),
+        abortPoll: () => this.pollAbort?.abort(),
       },
     });
     this.actor = createActor(machine, {
@@ -283,6 +284,9 @@ export class Supervisor {
       // Open connections first: a probe that keeps its request half-sent would hold the close.
       this.healthServer?.closeAllConnections();
       if (this.healthFiber) await Effect.runPromise(Fiber.interrupt(this.healthFiber));
+      // The last steps share one budget: a database that did not answer within it is not waited
+      // on again, so they add STOP_STEP_MS to the drain at most, not once per step.
+      const lastStepsEnd = performance.now() + STOP_STEP_MS;
       // A claim whose reply never came may have given out jobs: one short try to give them back
       // (unless forced), else the sweep charges them after their lease.
       if (!this.forced) await this.giveBackUnreturned(Math.min(this.config.statementTimeoutMs, STOP_STEP_MS));
@@ -290,7 +294,7 @@ export class Supervisor {
       // cancelled and their connections closed, so ending the pool never waits on the database.
       // Those of other users of a caller's pool are not touched.
       this.lifetime.abort();
-      if (this.pool && !this.options.pool) await endPool(this.pool, STOP_STEP_MS);
+      if (this.pool && !this.options.pool) await endPool(this.pool, Math.max(0, lastStepsEnd - performance.now()));
       this.logger.info({ outcomes: this.outcomes }, "worker stopped");
     })();
     return this.stopping;
@@ -385,6 +389,9 @@ export class Supervisor {
    */
   private async pollOnce(): Promise<PollOutput> {
     this.pollStartedAt = Date.now();
+    // Cancels the poll's statements at the drain deadline or a force().
+    this.pollAbort = new AbortController();
+    const signal = AbortSignal.any([this.lifetime.signal, this.pollAbort.signal]);
     try {
       // One turn of the event loop first: the jobs the last poll started, and handlers ending now,
       // free their slots before we count them. Without it, slots freed while a claim is in flight
@@ -411,10 +418,10 @@ export class Supervisor {
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
       const asked = Math.min(free, wants.reduce((total, want) => total + want.limit, 0));
-      await this.giveBackUnreturned();
+      await this.giveBackUnreturned(this.config.statementTimeoutMs, signal);
       // When the claim was sent: the lease it grants is confirmed from then (on this clock).
       const sentAt = performance.now();
-      const jobs = asked > 0 ? await this.claim(wants, asked, sentAt) : [];
+      const jobs = asked > 0 ? await this.claim(wants, asked, sentAt, signal) : [];
       // Slots freed while the claim was in flight go to the jobs already waiting first, then to
       // these, in claim order.
       this.startQueued();
@@ -425,16 +432,15 @@ export class Supervisor {
       setImmediate(() => entries.forEach((entry) => entry.actor.start()));
       return { asked, claimed: jobs.length };
     } finally {
+      this.pollAbort = undefined;
       this.pollStartedAt = null;
       this.lastPollAt = Date.now();
     }
   }
 
   /** One claim, timed from `sentAt`: its round trip feeds the mean that sizes the buffer. */
-  private async claim(wants: ClaimWant[], total: number, sentAt: number): Promise<ClaimedJob[]> {
+  private async claim(wants: ClaimWant[], total: number, sentAt: number, signal: AbortSignal): Promise<ClaimedJob[]> {
     const tokens = drawClaimTokens(total);
-    this.pollAbort = new AbortController();
-    const signal = AbortSignal.any([this.lifetime.signal, this.pollAbort.signal]);
     try {
       const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { ...this.statements, signal, total, tokens });
       this.claimRoundTripMs = runningMean(this.claimRoundTripMs, performance.now() - sentAt);
@@ -444,8 +450,6 @@ export class Supervisor {
       // bounded through a long outage, when every poll fails: the oldest are left to the sweep.
       this.unreturned = [...this.unreturned, ...tokens].slice(-MAX_UNRETURNED_TOKENS);
       throw error;
-    } finally {
-      this.pollAbort = undefined;
     }
   }
 
@@ -454,10 +458,10 @@ export class Supervisor {
    * a time, so none is in flight here. When it fails (the database is still away), the tokens are
    * kept for the next try; the claim goes ahead meanwhile.
    */
-  private async giveBackUnreturned(timeoutMs = this.config.statementTimeoutMs): Promise<void> {
+  private async giveBackUnreturned(timeoutMs: number, signal?: AbortSignal): Promise<void> {
     if (this.unreturned.length === 0) return;
     try {
-      const ids = await giveBackUnreturnedClaims(this.pool!, this.unreturned, { ...this.statements, timeoutMs });
+      const ids = await giveBackUnreturnedClaims(this.pool!, this.unreturned, { ...this.statements, timeoutMs, ...(signal ? { signal } : {}) });
       this.unreturned = [];
       if (ids.length > 0) this.logger.warn({ jobs: ids }, `a claim's reply never arrived: gave back ${ids.length} job(s) it had taken, unrun and uncharged`);
     } catch (error) {
