@@ -1,4 +1,4 @@
-import { connect } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { enqueueJob } from "../src/db/index.ts";
@@ -36,6 +36,40 @@ describe("health", () => {
     await expect.poll(() => outcomes.find((o) => o.id === quickJob.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
     expect(outcomes.find((o) => o.id === longJob.id)).toBeUndefined();
     finishLong();
+  });
+
+  it("shares one database probe among health checks that arrive while it is in flight", async () => {
+    // A TCP proxy in front of the server counts the connections the worker opens.
+    let connections = 0;
+    const sockets = new Set<Socket>();
+    const target = new URL(db.url);
+    const proxy = createServer((client) => {
+      connections++;
+      const upstream = connect(Number(target.port), target.hostname);
+      sockets.add(client);
+      sockets.add(upstream);
+      client.on("error", () => upstream.destroy()).pipe(upstream).on("error", () => client.destroy()).pipe(client);
+    });
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    const url = new URL(db.url);
+    url.host = `127.0.0.1:${(proxy.address() as { port: number }).port}`;
+    try {
+      const { supervisor } = await startWorker({ connectionString: url.toString(), tasks: [defineTask({ name: "unused", handler: async () => "ok" })], listen: false, pollIntervalMs: 60_000 });
+      expect(await supervisor.health()).toMatchObject({ checks: { database: { ok: true } } });
+      const before = connections;
+      const reports = await Promise.all(Array.from({ length: 20 }, () => supervisor.health()));
+      expect(reports.every((r) => r.checks.database.ok)).toBe(true);
+      // One probe for the twenty (one more, at most, should the pool open a connection meanwhile).
+      const burst = connections - before;
+      expect(burst).toBeGreaterThanOrEqual(1);
+      expect(burst).toBeLessThanOrEqual(2);
+      // A check after the answer probes afresh.
+      await supervisor.health();
+      expect(connections - before).toBeGreaterThan(burst);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => proxy.close(r));
+    }
   });
 
   it("answers /ready 503 while draining", async () => {

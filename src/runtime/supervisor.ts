@@ -157,6 +157,8 @@ export class Supervisor {
   private readonly lifetime = new AbortController();
   /** Aborted by force(): the claim in flight, so a forced drain does not wait for it. */
   private pollAbort: AbortController | undefined;
+  /** The health check's database probe in flight, shared by the checks that arrive meanwhile. */
+  private databaseProbe: Promise<string | null> | undefined;
   /**
    * Tokens of claims whose reply never arrived (the statement failed or was cancelled, perhaps
    * after it committed): their jobs, if any, are given back before the next claim.
@@ -345,7 +347,7 @@ export class Supervisor {
         : this.stopping === undefined && this.lastPollAt !== null && now - this.lastPollAt > stalePollMs + this.config.pollIntervalMs
           ? { ok: false, reason: `no poll for ${now - this.lastPollAt} ms (threshold ${stalePollMs + this.config.pollIntervalMs} ms)` }
           : { ok: true };
-    const unreachable = this.pool === undefined ? "not started" : await probeConnection(this.connectionConfig(), HEALTH_PROBE_MS);
+    const unreachable = this.pool === undefined ? "not started" : await this.probeDatabase();
     const database: HealthCheck = unreachable === null ? { ok: true } : { ok: false, reason: `the database does not answer: ${unreachable}` };
     const leases = this.leaseHealth();
     return {
@@ -371,6 +373,16 @@ export class Supervisor {
         `the leases of ${stale.length} claim(s) have not been renewed for longer than a lease (job ${oldest.job.id}: ` +
         `${Math.round(now - oldest.confirmedAt)} ms, lease ${oldest.job.leaseMs} ms): ${cause}`,
     };
+  }
+
+  /**
+   * One probe at a time: health checks that arrive while one is in flight share its answer, so a
+   * burst of requests (several probes, a dashboard) opens one connection, not one each, and cannot
+   * use up the server's max_connections. Not cached beyond that: each answer is fresh.
+   */
+  private probeDatabase(): Promise<string | null> {
+    this.databaseProbe ??= probeConnection(this.connectionConfig(), HEALTH_PROBE_MS).finally(() => (this.databaseProbe = undefined));
+    return this.databaseProbe;
   }
 
   /** Settings for a connection of picket's own beside the pool (the health probe, LISTEN). */
