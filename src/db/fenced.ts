@@ -54,17 +54,12 @@ const errorText = (error: unknown): string => {
  * cannot hold up the other claims in the batch, and two batches cannot deadlock. A skipped row is
  * reported busy when the statement's snapshot shows the claim live, fenced when it shows it lost
  * (a lost claim never comes back: tokens are not reused).
- *
- * `writtenEarlier`, when given, recognises a row this write has already been applied to under the
- * same claim (as the row was then, seen through `s`): a write retried after its commit's reply was
- * lost (the connection cut after the commit) is then reported applied, not fenced.
  */
 const fencedWrite = <T extends Claim>(
   statement: string,
   columns: Column<T>[],
   set: (schema: string) => string,
   value: (item: T) => T = (item) => item,
-  writtenEarlier?: string,
 ) => {
   const sql = perSchema((schema) => {
     const params = columns.map((col, i) => `$${i + 3}::${col.sqlType}[]`);
@@ -85,15 +80,7 @@ const fencedWrite = <T extends Claim>(
     RETURNING j.id, c.token, j.status, j.run_at AS "runAt", j.lock_until AS "lockUntil"
   )
   SELECT id, token, status, "runAt", "lockUntil" FROM written
-  UNION ALL${
-    // The statement's snapshot does not show the rows written above: these were written before.
-    writtenEarlier
-      ? `
-  SELECT s.id, c.token, s.status, s.run_at, s.lock_until FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
-  JOIN ${schema}.jobs AS s ON s.id = c.id AND s.claim_token = c.token AND ${writtenEarlier}
-  UNION ALL`
-      : ""
-  }
+  UNION ALL
   SELECT c.id, c.token, NULL, NULL, NULL FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
   WHERE NOT EXISTS (SELECT 1 FROM locked WHERE locked.id = c.id)
     AND EXISTS (SELECT 1 FROM ${schema}.jobs AS s WHERE ${fence("s")})`;
@@ -139,8 +126,6 @@ export const completeJobs = fencedWrite<Claim & { result?: unknown }>(
   [{ name: "result", sqlType: "jsonb", value: (item) => item.result }],
   () => `status = 'completed', result = c.result, finished_at = now(), lock_until = NULL, updated_at = now()`,
   withJson("result", "job's result"),
-  // Only a completion under this claim leaves the row completed with its token.
-  "s.status = 'completed'",
 );
 
 /** A failed attempt: pending again after the backoff, or dead when the attempts are spent. */
