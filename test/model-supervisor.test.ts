@@ -66,6 +66,18 @@ describe("supervisor machine against the real runtime", () => {
     await supervisor.stop(); // STOP while waiting; nothing running: straight to stopped
   });
 
+  it("wakes from waiting on NOTIFY alone when the interval is far away", async () => {
+    // With a one-minute interval and nothing running, only the NOTIFY (WAKE) can start the next
+    // poll: the transition is taken however loaded the machine is.
+    const quick = defineTask({ name: "sv-woken", handler: async () => "ok" });
+    const { supervisor, outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [quick], pollIntervalMs: 60_000, ...recorder() });
+    await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 10_000 }).toBe(true);
+    await sleep(100); // the first poll has found nothing and waits
+    await enqueueJobs(db.pool, [{ type: "sv-woken" }]);
+    await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(1);
+    await supervisor.stop();
+  });
+
   it("finishes a job while waiting without a full batch, and stays waiting", async () => {
     let release: () => void = () => undefined;
     const held = defineTask({ name: "sv-held", handler: () => new Promise<void>((r) => (release = r)) });
