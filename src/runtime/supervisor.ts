@@ -155,7 +155,7 @@ export class Supervisor {
   private stopStallWatch: (() => void) | undefined;
   /** Aborted when the worker has stopped: every statement of its own still in flight is cancelled. */
   private readonly lifetime = new AbortController();
-  /** Aborted by force(): the claim in flight, so a forced drain does not wait for it. */
+  /** Aborted by force() or at the drain deadline: the poll in flight, so the drain does not wait for it. */
   private pollAbort: AbortController | undefined;
   /** The health check's database probe in flight, shared by the checks that arrive meanwhile. */
   private databaseProbe: Promise<string | null> | undefined;
@@ -470,10 +470,10 @@ export class Supervisor {
    * a time, so none is in flight here. When it fails (the database is still away), the tokens are
    * kept for the next try; the claim goes ahead meanwhile.
    */
-  private async giveBackUnreturned(timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  private async giveBackUnreturned(timeoutMs: number, signal: AbortSignal = this.lifetime.signal): Promise<void> {
     if (this.unreturned.length === 0) return;
     try {
-      const ids = await giveBackUnreturnedClaims(this.pool!, this.unreturned, { ...this.statements, timeoutMs, ...(signal ? { signal } : {}) });
+      const ids = await giveBackUnreturnedClaims(this.pool!, this.unreturned, { ...this.statements, timeoutMs, signal });
       this.unreturned = [];
       if (ids.length > 0) this.logger.warn({ jobs: ids }, `a claim's reply never arrived: gave back ${ids.length} job(s) it had taken, unrun and uncharged`);
     } catch (error) {
