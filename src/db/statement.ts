@@ -81,17 +81,19 @@ const abandonedError = (statement: Statement): StatementTimeoutError =>
   new StatementTimeoutError(`picket: statement ${statement.name ?? statement.text.trim().split(/\s+/, 3).join(" ")} was abandoned: its caller stopped waiting; it was cancelled.`);
 
 /**
- * Runs `query` on `client`, settling when its reply is read, when `timeoutMs` passes, or when
- * `signal` aborts; in the last two cases the statement is cancelled on the server and `ended` is
- * told once it has finished there (or after CANCEL_WAIT_MS), so the connection can be let go. The
- * caller hears of a cancel at once when the connection will be closed (`answerEarly`), else only
- * once the statement has ended: a late cancel must not hit the caller's next statement.
+ * Runs `query` on `client`, settling when its reply is read, when `waitMs` passes (what is left of
+ * the statement's bound of `timeoutMs`, which its error names), or when `signal` aborts; in the
+ * last two cases the statement is cancelled on the server and `ended` is told once it has finished
+ * there (or after CANCEL_WAIT_MS), so the connection can be let go. The caller hears of a cancel
+ * at once when the connection will be closed (`answerEarly`), else only once the statement has
+ * ended: a late cancel must not hit the caller's next statement.
  */
 const bounded = <R extends pg.QueryResultRow>(
   client: Queryable,
   config: pg.QueryConfig,
   statement: Statement,
   timeoutMs: number,
+  waitMs: number,
   signal: AbortSignal | undefined,
   answerEarly: boolean,
   ended: (failure: unknown, result?: pg.QueryResult<R>) => void,
@@ -123,9 +125,14 @@ const bounded = <R extends pg.QueryResultRow>(
       sendCancel(client);
       waited = setTimeout(() => settle(error), CANCEL_WAIT_MS);
     };
+    // Nothing sent yet: nothing to cancel (a cancel could hit the connection's next statement), and
+    // the connection is as clean as it was.
+    if (signal?.aborted) {
+      reject(abandonedError(statement));
+      return ended(undefined);
+    }
     const onAbort = () => giveUp(abandonedError(statement));
-    const timer = setTimeout(() => giveUp(timeoutError(statement, timeoutMs)), timeoutMs);
-    if (signal?.aborted) return onAbort();
+    const timer = setTimeout(() => giveUp(timeoutError(statement, timeoutMs)), waitMs);
     signal?.addEventListener("abort", onAbort, { once: true });
     // A pg client's callback form runs as the reply is read, so a result that arrived is kept even
     // when the server closes the connection in the same read (the error event comes after).
@@ -168,7 +175,7 @@ const onPool = <R extends pg.QueryResultRow>(pool: pg.Pool, config: pg.QueryConf
       const onError = () => undefined;
       client.on("error", onError);
       const left = Math.max(1, timeoutMs - Math.round(performance.now() - started));
-      bounded<R>(client, config, statement, left, signal, true, (failure) => {
+      bounded<R>(client, config, statement, timeoutMs, left, signal, true, (failure) => {
         client.removeListener("error", onError);
         // As pg-pool's own query() does: a connection that saw an error is not reused.
         client.release(failure === undefined ? undefined : failure instanceof Error ? failure : new Error(String(failure)));
@@ -206,7 +213,7 @@ export const checkOut = (pool: pg.Pool, timeoutMs: number): Promise<pg.PoolClien
     pool.connect((error, client) => {
       clearTimeout(timer);
       if (error !== undefined || client === undefined) {
-        if (!late) reject(error);
+        reject(error);
       } else if (late) {
         client.release();
       } else {
@@ -236,7 +243,7 @@ export const runStatement = async <R extends pg.QueryResultRow = pg.QueryResultR
     return await (isPool(db)
       ? onPool<R>(db, config, statement, timeoutMs, options.signal)
       : // A client the caller holds (perhaps inside their transaction): cancelled, never destroyed.
-        bounded<R>(db, config, statement, timeoutMs, options.signal, false, () => undefined));
+        bounded<R>(db, config, statement, timeoutMs, timeoutMs, options.signal, false, () => undefined));
   } catch (error) {
     throw explain(error, statement, timeoutMs);
   }
