@@ -413,8 +413,7 @@ export class Supervisor {
       // A stop() during that turn stops claiming at once: nothing more is claimed for the drain.
       if (this.stopping !== undefined) return { asked: 0, claimed: 0 };
       const { concurrency, prefetch } = this.config;
-      const held = this.countByTask((entry) => entry.holdsSlot);
-      const heldInAll = sum(held);
+      const heldInAll = sum(this.countByTask((entry) => entry.holdsSlot));
       const slotRoom = concurrency - heldInAll;
       const ahead = this.claimAhead();
       const bufferRoom = Math.max(0, Math.min(prefetch, sum(ahead)) - this.queued.size);
@@ -426,7 +425,8 @@ export class Supervisor {
       // jobs/s, 3c ~3,000, 4c ~3,900, 8c or none ~4,200).
       const writing = this.running.size - heldInAll - this.queued.size;
       const free = Math.min(slotRoom + bufferRoom, 4 * concurrency - writing);
-      const wants = this.offerSlots(free, slotRoom, bufferRoom, held, ahead);
+      const inWorker = this.countByTask((entry) => entry.holdsSlot || this.queued.has(entry));
+      const wants = this.offerSlots(free, slotRoom, bufferRoom, inWorker, ahead);
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
       const asked = Math.min(free, wants.reduce((total, want) => total + want.limit, 0));
@@ -510,7 +510,7 @@ export class Supervisor {
     return ahead;
   }
 
-  private offerSlots(free: number, slotRoom: number, bufferRoom: number, held: Map<string, number>, ahead: Map<string, number>): ClaimWant[] {
+  private offerSlots(free: number, slotRoom: number, bufferRoom: number, inWorker: Map<string, number>, ahead: Map<string, number>): ClaimWant[] {
     // No slot, no offer; and the rotation moves only when something is offered, or a poll with
     // nothing to offer would skip a task's turn.
     if (free <= 0) return [];
@@ -518,11 +518,14 @@ export class Supervisor {
     const start = this.rotation++ % tasks.length;
     // A task with no slot left and nothing worth claiming ahead is offered LIMIT 0: the claim takes
     // none of its jobs. The buffer's room is the worker's (prefetch), shared out by the claim.
+    // A task's own slots are taken by its jobs running and by those waiting in the worker (without
+    // the waiting ones, a capped task's job waiting for a worker slot left its task's slot looking
+    // free, and a second was claimed to wait behind it).
     return [...tasks.slice(start), ...tasks.slice(0, start)].map((task) => {
-      const room = Math.min(slotRoom, task.concurrency - (held.get(task.name) ?? 0));
+      const slotsLeft = Math.max(0, Math.min(slotRoom, task.concurrency - (inWorker.get(task.name) ?? 0)));
       return {
         type: task.name,
-        limit: Math.max(0, Math.min(free, room + Math.min(bufferRoom, ahead.get(task.name) ?? 0))),
+        limit: Math.min(free, slotsLeft + Math.min(bufferRoom, ahead.get(task.name) ?? 0)),
         leaseMs: task.leaseMs,
         backoffBaseMs: task.backoffBaseMs,
         backoffMaxMs: task.backoffMaxMs,
