@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { claimJobs, completeJobs, enqueueJob, enqueueJobs, sweepExpiredClaims } from "../src/db/index.ts";
 import { createSupervisor } from "../src/runtime/supervisor.ts";
 import { createJobRuntime } from "../src/runtime/job-actor.ts";
-import { defineTask } from "../src/runtime/task.ts";
+import { defineTask, PermanentError } from "../src/runtime/task.ts";
 import { interceptedPool, useTestDatabase } from "./support/db.ts";
 import { claimed, row, want } from "./support/factory.ts";
 import { captureLogs, startWorker } from "./support/worker.ts";
@@ -29,6 +29,33 @@ describe("runtime behaviours", () => {
     expect(done.output!.outcome).toBe("refused");
     await sleep(100);
     expect(runs).toBe(0);
+  });
+
+  it.each([
+    { write: "completing", slotFree: true, handler: async () => "result" },
+    { write: "failing", slotFree: true, handler: async () => Promise.reject(new Error("boom")) },
+    { write: "deadLettering", slotFree: true, handler: async () => Promise.reject(new PermanentError("never")) },
+    { write: "releasing", slotFree: false, handler: async () => "result" },
+  ])("writes nothing once an outcome write in $write was given up (ABANDON) before its statement went out", async ({ write, slotFree, handler }) => {
+    const task = defineTask({ name: `given-up-${write}`, handler });
+    const [job] = await claimed(db.pool, task.name);
+    const before = await row(db.pool, job!.id);
+    const { logger } = captureLogs();
+    const actor = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined }).create(job!, slotFree);
+    // In the same turn as the write began: its statement is queued or waiting for a connection.
+    let sent = false;
+    actor.subscribe((snapshot) => {
+      if (!sent && snapshot.matches(write as never)) {
+        sent = true;
+        actor.send({ type: "ABANDON" });
+      }
+    });
+    actor.start();
+    if (!slotFree) actor.send({ type: "DRAIN_DEADLINE" });
+    expect((await waitFor(actor, (s) => s.status === "done")).output!.outcome).toBe("abandoned");
+    // Past any retry's spacing: the row still holds the claim, untouched, for the sweep.
+    await sleep(1_500);
+    expect(await row(db.pool, job!.id)).toMatchObject({ status: "processing", claim_token: before.claim_token, updated_at: before.updated_at, attempts: before.attempts });
   });
 
   it("T-M26: a task's concurrency holds across polls while its jobs run", async () => {

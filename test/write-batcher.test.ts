@@ -40,4 +40,25 @@ describe("the write batcher", () => {
     expect((settled[1] as PromiseRejectedResult).reason).toMatchObject({ code: "22P02" });
     expect(statements).toEqual([["1", "2", "3"], ["1"], ["2"], ["3"]]);
   });
+
+  it("never sends a write whose caller gave it up before the statement went out; the others of its turn are sent", async () => {
+    const statements: string[][] = [];
+    const write = createWriteBatcher<Claim>(async (items) => {
+      statements.push(items.map((item) => item.id));
+      return items.map((item) => applied(item.id));
+    });
+    const givenUp = new AbortController();
+    const writes = [write(claim(1)), write(claim(2), givenUp.signal), write(claim(3), new AbortController().signal)];
+    givenUp.abort(new Error("the drain's time ran out"));
+    const settled = await Promise.allSettled(writes);
+    expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((settled[1] as PromiseRejectedResult).reason).toEqual(new Error("the drain's time ran out"));
+    expect(statements).toEqual([["1", "3"]]);
+    // A turn whose every write was given up sends no statement at all.
+    const alone = new AbortController();
+    const last = write(claim(4), alone.signal);
+    alone.abort();
+    await expect(last).rejects.toBeDefined();
+    expect(statements).toEqual([["1", "3"]]);
+  });
 });

@@ -76,9 +76,11 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   const fail = createWriteBatcher((items: Array<Claim & { error: string }>) => failJobs(db, items, options));
   const log = (job: ClaimedJob) => jobLogger(deps.logger, job, { logPayload: deps.logPayloads });
 
-  const write = (run: (input: WriteInput) => Promise<FencedResult>) =>
+  // The signal aborts when the machine leaves the write state (ABANDON): a batched write not yet
+  // sent is dropped, a statement of its own is cancelled, and no retry follows.
+  const write = (run: (input: WriteInput, signal: AbortSignal) => Promise<FencedResult>) =>
     fromPromise<FencedResult, WriteInput>(({ input, signal }) =>
-      runUnder(dbWrite(() => run(input)), signal),
+      runUnder(dbWrite(() => run(input, signal)), signal),
     );
 
   const handlerContext = (job: ClaimedJob): Omit<HandlerContext, "signal"> => {
@@ -125,10 +127,10 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
           signal,
         ),
       ),
-      writeCompletion: write(({ job, result }) => complete({ ...claimOf(job), result })),
-      writeFailure: write(({ job, error }) => fail({ ...claimOf(job), error: errorText(error) })),
-      writeDeadLetter: write(async ({ job, error }) => (await deadLetterJobs(db, [{ ...claimOf(job), error: errorText(error) }], options))[0]!),
-      writeRelease: write(async ({ job }) => (await releaseJobs(db, [claimOf(job)], options))[0]!),
+      writeCompletion: write(({ job, result }, signal) => complete({ ...claimOf(job), result }, signal)),
+      writeFailure: write(({ job, error }, signal) => fail({ ...claimOf(job), error: errorText(error) }, signal)),
+      writeDeadLetter: write(async ({ job, error }, signal) => (await deadLetterJobs(db, [{ ...claimOf(job), error: errorText(error) }], { ...options, signal }))[0]!),
+      writeRelease: write(async ({ job }, signal) => (await releaseJobs(db, [claimOf(job)], { ...options, signal }))[0]!),
     },
     actions: {
       reportFenced: ({ context: { job, intended, error } }) =>

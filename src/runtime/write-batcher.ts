@@ -4,13 +4,18 @@
 // the worker's CPU in socket writes alone.
 import { isTransientDbError, type Claim, type FencedResult } from "../db/index.ts";
 
-export type BatchedWrite<T extends Claim> = (item: T) => Promise<FencedResult>;
+/**
+ * Writes `item` with the others of this turn. Once `signal` has aborted (the machine gave the
+ * write up: the drain's time ran out), an item not yet sent is never sent: no outcome may be
+ * written after the worker reported it given up.
+ */
+export type BatchedWrite<T extends Claim> = (item: T, signal?: AbortSignal) => Promise<FencedResult>;
 
 export const createWriteBatcher = <T extends Claim>(
   write: (items: T[]) => Promise<FencedResult[]>,
   maxBatch = 1_000,
 ): BatchedWrite<T> => {
-  type Entry = { item: T; resolve: (r: FencedResult) => void; reject: (e: unknown) => void };
+  type Entry = { item: T; signal: AbortSignal | undefined; resolve: (r: FencedResult) => void; reject: (e: unknown) => void };
   let queue: Entry[] = [];
   let scheduled = false;
   const send = (batch: Entry[]) =>
@@ -26,6 +31,14 @@ export const createWriteBatcher = <T extends Claim>(
     );
   const flush = () => {
     scheduled = false;
+    // Checked here rather than by a listener on each signal, which every write would pay for.
+    const live: Entry[] = [];
+    for (const entry of queue) {
+      if (entry.signal?.aborted) entry.reject(entry.signal.reason);
+      else live.push(entry);
+    }
+    queue = live;
+    if (queue.length === 0) return;
     const batch = queue.slice(0, maxBatch);
     queue = queue.slice(batch.length);
     if (queue.length > 0) schedule();
@@ -36,9 +49,9 @@ export const createWriteBatcher = <T extends Claim>(
     scheduled = true;
     setImmediate(flush);
   };
-  return (item) =>
+  return (item, signal) =>
     new Promise<FencedResult>((resolve, reject) => {
-      queue.push({ item, resolve, reject });
+      queue.push({ item, signal, resolve, reject });
       schedule();
     });
 };
