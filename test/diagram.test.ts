@@ -70,7 +70,8 @@ describe("machine diagrams", () => {
     expect(lines).toContain("  draining --> stopped : always [idle]");
     // The root's JOB_FINISHED counter is not a transition between states.
     expect(machineTransitions(supervisorMachine).map((row) => row.source)).not.toContain("supervisor");
-    expect(machineTransitions(supervisorMachine)).toHaveLength(23);
+    expect(machineTransitions(supervisorMachine)).toHaveLength(25);
+    expect(lines).toContain("  running_polling --> running_polling : done [woken]");
     expect(lines).toContain("  running_waiting --> running_polling : SLOT_FREED [saturated]");
     expect(machineTransitions(jobMachine)).toHaveLength(43);
   });

@@ -3,8 +3,8 @@
 // the real runtime (createJobRuntime) with a scripted handler and injected faults. After each step
 // the job's row must match the machine's state; at the end every state and every transition of
 // the machine must have been taken by some executed path, so a new transition cannot go untested.
-import type pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "xstate";
 import { getSimplePaths } from "xstate/graph";
 import { claimJobs, enqueueJob, renewLeases, sweepExpiredClaims, type ClaimedJob } from "../src/db/index.ts";
@@ -16,6 +16,14 @@ import { want } from "./support/factory.ts";
 import { captureLogs } from "./support/worker.ts";
 
 const db = useTestDatabase();
+// The runtime's own pool, apart from the test's reads: a path can tell when none of the
+// runtime's statements is in flight.
+let runtimePool: pg.Pool;
+beforeAll(() => {
+  runtimePool = new pg.Pool({ connectionString: db.url, max: 4 });
+});
+afterAll(() => runtimePool.end());
+const runtimeIdle = () => runtimePool.totalCount === runtimePool.idleCount && runtimePool.waitingCount === 0;
 
 // ---------------------------------------------------------------------------------------------
 // Paths, from the machine
@@ -348,7 +356,7 @@ const execute = async (path: ModelPath, index: number) => {
   const checks: Array<Promise<[string, Row]>> = [];
   const { logger } = captureLogs();
   const actor = createJobRuntime({
-    db: db.pool,
+    db: runtimePool,
     statements: { schema: "picket" },
     logger,
     logPayloads: false,
@@ -412,7 +420,12 @@ const execute = async (path: ModelPath, index: number) => {
     actor.send({ type: "ABANDON" });
   }
   const done = await waitFor(actor, (s) => s.status === "done", { timeout: 10_000 });
-  if (holder !== null) await holder.query("COMMIT");
+  if (holder !== null) {
+    // A write attempt already sent when ABANDON came still finds the row locked (and is told it is
+    // busy); only then does the lock go. Nothing may be written after that.
+    await expect.poll(runtimeIdle, { timeout: 10_000, interval: 5 }).toBe(true);
+    await holder.query("COMMIT");
+  }
   const finalRow = await readRow(db.pool, claimed!.id);
   if (script.write === "error") await db.pool.query(`DROP TRIGGER refuse_${type.replace("-", "_")} ON picket.jobs`);
 

@@ -78,6 +78,59 @@ describe("supervisor machine against the real runtime", () => {
     await supervisor.stop();
   });
 
+  it("polls again as soon as a poll ends when a NOTIFY arrived while it was in flight", async () => {
+    // The first claim (it finds nothing) is held until the job has been enqueued and its NOTIFY
+    // has reached the supervisor: the claim read the table before the job was there. With a
+    // one-minute interval, only the remembered wake-up can find the job.
+    let claimHeld: () => void = () => undefined;
+    const claimRead = new Promise<void>((r) => (claimHeld = r));
+    let releaseClaim: () => void = () => undefined;
+    const claimReleased = new Promise<void>((r) => (releaseClaim = r));
+    let first = true;
+    let claims = 0;
+    const { pool, end } = interceptedPool(db.url, async (statement, forward) => {
+      const result = await forward();
+      if (statement.name.startsWith("picket_claim")) claims++;
+      if (first && statement.name.startsWith("picket_claim")) {
+        first = false;
+        claimHeld();
+        await claimReleased;
+      }
+      return result;
+    });
+    let wakes = 0;
+    const { inspect } = recorder();
+    try {
+      const quick = defineTask({ name: "sv-woken-polling", handler: async () => "ok" });
+      const { supervisor, outcomes, logs } = await startWorker({
+        pool,
+        listenConnectionString: db.url,
+        tasks: [quick],
+        pollIntervalMs: 60_000,
+        inspect: (event: unknown) => {
+          inspect(event);
+          const e = event as { type: string; event?: { type?: string }; actorRef?: { logic?: { id?: string } } };
+          if (e.type === "@xstate.event" && e.event?.type === "WAKE" && e.actorRef?.logic?.id === "supervisor") wakes++;
+        },
+      });
+      await claimRead;
+      await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 10_000 }).toBe(true);
+      const before = wakes;
+      const [job] = await enqueueJobs(db.pool, [{ type: "sv-woken-polling" }]);
+      await expect.poll(() => wakes, { timeout: 10_000 }).toBeGreaterThan(before);
+      releaseClaim();
+      await expect.poll(() => outcomes.find((o) => o.id === job!.id), { timeout: 10_000 }).toMatchObject({ outcome: "completed" });
+      // The wake-up was spent on that poll: an idle worker then waits for its interval.
+      const claimsThen = claims;
+      await sleep(500);
+      expect(claims - claimsThen).toBeLessThanOrEqual(2);
+      await supervisor.stop();
+    } finally {
+      releaseClaim();
+      await end();
+    }
+  });
+
   it("finishes a job while waiting without a full batch, and stays waiting", async () => {
     let release: () => void = () => undefined;
     const held = defineTask({ name: "sv-held", handler: () => new Promise<void>((r) => (release = r)) });

@@ -30,6 +30,11 @@ export interface SupervisorContext {
   deadlinePassed: boolean;
   /** The last poll filled every slot it offered (or had none): more work may be waiting. */
   saturated: boolean;
+  /**
+   * A NOTIFY arrived while a poll was in flight: its claim may have read the table before the new
+   * job was committed, so the next poll starts as soon as this one ends.
+   */
+  woken: boolean;
 }
 
 export type SupervisorEvent =
@@ -68,6 +73,7 @@ export const supervisorMachine = setup({
     deadlinePassed: ({ context }) => context.deadlinePassed,
     idle: ({ context }) => context.running === 0,
     saturated: ({ context }) => context.saturated,
+    woken: ({ context }) => context.woken,
     // Every slot offered was filled: more is probably waiting. (With no free slot to offer, the
     // next poll waits for a slot to free or a job to finish instead, or it would spin.)
     pollFull: (_, output: PollOutput) => output.asked > 0 && output.claimed === output.asked,
@@ -86,6 +92,8 @@ export const supervisorMachine = setup({
     // Provided by the runtime: cancels the poll in flight (its claim's jobs are given back).
     abortPoll: () => undefined,
     requestForce: assign({ forceRequested: true }),
+    noteWake: assign({ woken: true }),
+    clearWake: assign({ woken: false }),
     recordPoll: assign({
       running: ({ context }, output: PollOutput) => context.running + output.claimed,
       saturated: (_, output: PollOutput) => output.asked === 0 || output.claimed === output.asked,
@@ -111,6 +119,7 @@ export const supervisorMachine = setup({
     forceRequested: false,
     deadlinePassed: false,
     saturated: false,
+    woken: false,
   }),
   // The background loops live as long as the supervisor: leases must be renewed while draining.
   invoke: { src: "background" },
@@ -121,10 +130,13 @@ export const supervisorMachine = setup({
       initial: "polling",
       states: {
         polling: {
+          entry: "clearWake",
           invoke: {
             src: "poll",
             onDone: [
               { guard: "stopRequested", target: "#supervisor.draining", actions: { type: "recordPoll", params: ({ event }) => event.output } },
+              // A NOTIFY during the poll: the job it announced may not have been visible to it.
+              { guard: "woken", target: "polling", reenter: true, actions: { type: "recordPoll", params: ({ event }) => event.output } },
               // A full batch means more is waiting: claim again at once.
               {
                 guard: { type: "pollFull", params: ({ event }) => event.output },
@@ -146,6 +158,7 @@ export const supervisorMachine = setup({
             STOP: { guard: not("stopRequested"), actions: ["requestStop", "startDrainClock"] },
             FORCE: { actions: "requestForce" },
             DRAIN_DEADLINE: { actions: ["passDeadline", "abortPoll"] },
+            WAKE: { actions: "noteWake" },
           },
         },
         waiting: {
