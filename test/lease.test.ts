@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { completeJobs, enqueueJob } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
-import { useTestDatabase } from "./support/db.ts";
+import { interceptedPool, useTestDatabase } from "./support/db.ts";
 import { row } from "./support/factory.ts";
 import { startWorker } from "./support/worker.ts";
 
@@ -88,22 +88,29 @@ describe("lost claims", () => {
   });
 
   it("does not report a renewal fenced by the job's own completion as a lost claim", async () => {
-    let open: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    const task = defineTask({ name: "own-finish", leaseMs: 150, handler: () => gate.then(() => "done") });
-    const job = await enqueueJob(db.pool, { type: "own-finish", payload: {} });
-    const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
-    await expect.poll(async () => (await row(db.pool, job.id)).status, { timeout: 5_000 }).toBe("processing");
-    // Hold the row: the completion and the renewals (every 50 ms) queue behind the lock, so
-    // renewals reach the row after the completion has finished it.
-    const holder = await db.connect();
-    await holder.query("BEGIN");
-    await holder.query("SELECT 1 FROM picket.jobs WHERE id = $1 FOR UPDATE", [job.id]);
-    open();
-    await new Promise((r) => setTimeout(r, 300));
-    await holder.query("COMMIT");
-    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
-    await new Promise((r) => setTimeout(r, 200));
-    expect(logs.filter((l) => /lease renewal fenced/.test(l.msg))).toEqual([]);
+    // The completion commits, but its reply reaches the worker 700 ms late: the renewals sent
+    // meanwhile (every 200 ms) find the row finished, and are fenced by the job's own write.
+    let replyHeld = false;
+    let renewalsWhileHeld = 0;
+    const { pool, end } = interceptedPool(db.url, async (statement, forward) => {
+      if (replyHeld && statement.name.startsWith("picket_renew")) renewalsWhileHeld++;
+      const result = await forward();
+      if (statement.name.startsWith("picket_complete")) {
+        replyHeld = true;
+        await new Promise((r) => setTimeout(r, 700));
+        replyHeld = false;
+      }
+      return result;
+    });
+    try {
+      const task = defineTask({ name: "own-finish", leaseMs: 600, handler: async () => "done" });
+      const job = await enqueueJob(db.pool, { type: "own-finish", payload: {} });
+      const { outcomes, logs } = await startWorker({ pool, tasks: [task] });
+      await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+      expect(renewalsWhileHeld).toBeGreaterThan(0);
+      expect(logs.filter((l) => /lease renewal fenced/.test(l.msg))).toEqual([]);
+    } finally {
+      await end();
+    }
   });
 });
