@@ -65,16 +65,18 @@ describe("runStatement on a pool", () => {
     }
   });
 
-  it("waits for a connection within the same bound, and gives back the one that comes late", async () => {
+  it("waits for a connection within the same bound, never runs the statement on one that comes late, and gives that one back", async () => {
+    await db.pool.query("CREATE TABLE IF NOT EXISTS stmt_late_connection (n int)");
     const pool = new pg.Pool({ connectionString: db.url, max: 1 });
     try {
       const held = await pool.connect();
       const started = performance.now();
-      await expect(runStatement(pool, { text: "SELECT 1 AS one" }, { timeoutMs: 200 })).rejects.toThrow(/did not finish within 200 ms/);
+      await expect(runStatement(pool, { text: "INSERT INTO stmt_late_connection VALUES (1)" }, { timeoutMs: 200 })).rejects.toThrow(/did not finish within 200 ms/);
       expect(performance.now() - started).toBeLessThan(1_500);
       held.release();
       // The connection that became free after the bound went back to the pool, not to the gone caller.
       await expect.poll(() => pool.idleCount, { timeout: 2_000 }).toBe(1);
+      expect((await db.pool.query("SELECT count(*)::int AS n FROM stmt_late_connection")).rows[0].n).toBe(0);
       expect((await runStatement(pool, { text: "SELECT 1 AS one" }, { timeoutMs: 1_000 })).rows).toEqual([{ one: 1 }]);
     } finally {
       await pool.end();
@@ -121,6 +123,16 @@ describe("runStatement on a pool", () => {
       expect(await pending).toBeInstanceOf(StatementTimeoutError);
       held.release();
       await expect.poll(() => pool.idleCount, { timeout: 2_000 }).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("passes on the pool's own error when it cannot connect", async () => {
+    const pool = new pg.Pool({ connectionString: db.url.replace(/\/[^/?]+(\?|$)/, "/picket_no_such_database$1") });
+    pool.on("error", () => undefined);
+    try {
+      await expect(runStatement(pool, { text: "SELECT 1" })).rejects.toMatchObject({ code: "3D000" });
     } finally {
       await pool.end();
     }
@@ -240,8 +252,9 @@ describe("named statements", () => {
   it("are prepared on the connection by default, and never when preparedStatements is false", async () => {
     const client = await db.connect();
     await runStatement(client, { name: "picket_test_named", text: "SELECT $1::int AS n", values: [1] });
+    expect((await runStatement(client, { name: "picket_test_no_values", text: "SELECT 1 AS one" })).rows).toEqual([{ one: 1 }]);
     await runStatement(client, { name: "picket_test_unnamed", text: "SELECT $1::int AS n", values: [1] }, { preparedStatements: false });
-    expect(await prepared(client)).toEqual(["picket_test_named"]);
+    expect(await prepared(client)).toEqual(["picket_test_named", "picket_test_no_values"]);
   });
 
   it("that the connection already holds under another's hand (a pooler) give a picket error saying what to set", async () => {
