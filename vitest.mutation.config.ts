@@ -12,7 +12,7 @@ export default mergeConfig(
       // faults-server.test.ts runs picket in-process but against a server of its own that it stops,
       // pauses and restarts, with waits of seconds: its faults are held by the suite and the chaos
       // run, and its cost per mutant run would double the mutation run.
-      exclude: ["test/cli.test.ts", "test/crash.test.ts", "test/chaos.test.ts", "test/faults-server.test.ts", "node_modules/**"],
+      exclude: ["test/cli.test.ts", "test/cli-processes.test.ts", "test/crash.test.ts", "test/chaos.test.ts", "test/faults-server.test.ts", "node_modules/**"],
       // Each Stryker test runner runs a mutant's files one after another in one worker whose
       // modules stay loaded from file to file (each mutant run gets a fresh worker): re-importing
       // the runtime for every file of every mutant run cost more than most mutants' tests.

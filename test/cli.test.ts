@@ -6,30 +6,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { picket, type Run } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
 
 const db = useTestDatabase();
-const CLI = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
 const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-const picket = (args: string[], options: { env?: Record<string, string | undefined>; cwd?: string; onStart?: (pid: number, output: () => string) => void } = {}): Promise<Run> =>
-  new Promise((resolve) => {
-    const env = { ...process.env, ...options.env };
-    for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
-    const child = spawn(process.execPath, [CLI, ...args], { env, cwd: options.cwd ?? process.cwd(), stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    options.onStart?.(child.pid!, () => stdout + stderr);
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
-  });
 
 const withDb = { env: { DATABASE_URL: undefined } };
 

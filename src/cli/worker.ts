@@ -3,6 +3,7 @@ import { createLogger } from "../runtime/logger.ts";
 import { createSupervisor } from "../runtime/supervisor.ts";
 import { resolveDatabase } from "./database.ts";
 import { integerOption, withDatabaseOptions, type DatabaseOptions } from "./shared.ts";
+import { childArguments, runWorkerProcesses, STARTED_MESSAGE } from "./processes.ts";
 import { onShutdownSignals } from "./signals.ts";
 import { loadTasksModule } from "./tasks-module.ts";
 
@@ -10,6 +11,7 @@ interface WorkerOptions extends DatabaseOptions {
   tasks: string;
   listenUrl?: string;
   concurrency?: number;
+  processes?: number;
   drainTimeout?: number;
   healthPort?: number;
   migrate?: boolean;
@@ -22,17 +24,22 @@ export const workerCommand = (program: Command): void => {
       .command("worker")
       .description("run jobs until SIGTERM/SIGINT, then drain (a second signal interrupts and releases running jobs)")
       .requiredOption("--tasks <module>", "module exporting `tasks` (an array of defineTask(...)) and optionally `options`")
-      .option("--concurrency <n>", "most jobs running at once", integerOption("--concurrency", 1))
+      .option("--concurrency <n>", "most jobs running at once (per process)", integerOption("--concurrency", 1))
+      .option("--processes <n>", "run n worker processes (a core each) under this one, which restarts one that dies and drains them all on one signal", integerOption("--processes", 1))
       .option("--drain-timeout <ms>", "how long running jobs may finish after a stop signal", integerOption("--drain-timeout"))
       .option("--health-port <port>", "serve /health and /ready on this port", integerOption("--health-port"))
       .option("--listen-url <url>", "a direct connection to PostgreSQL for LISTEN, when --database-url goes through PgBouncer")
       .option("--migrate", "apply migrations before starting (always done for the embedded server)")
       .option("--pretty", "human-readable logs instead of JSON"),
   ).action(async (options: WorkerOptions) => {
+    if ((options.processes ?? 1) > 1) return workerProcesses(options);
     const { tasks, options: moduleOptions } = await loadTasksModule(options.tasks);
     const database = await resolveDatabase(options.databaseUrl, { temporary: false });
     const logger = createLogger({ pretty: options.pretty ?? false });
     if (database.source === "embedded") logger.info({ data_dir: ".picket/pgdata" }, "no DATABASE_URL: using the embedded PostgreSQL");
+    // One of the processes of `--processes N`: its parent hears when it has started, and a parent
+    // that is gone (its channel closed) is a signal to drain.
+    const underParent = process.env.PICKET_WORKER_PROCESS !== undefined && process.send !== undefined;
     const supervisor = createSupervisor({
       ...moduleOptions,
       tasks,
@@ -61,8 +68,10 @@ export const workerCommand = (program: Command): void => {
         }, 1_800).unref();
       },
     });
+    if (underParent) process.once("disconnect", stopRequested);
     try {
       await supervisor.start();
+      if (underParent && process.connected) process.send!(STARTED_MESSAGE);
       await stopSignal;
       await supervisor.stop();
     } finally {
@@ -72,4 +81,28 @@ export const workerCommand = (program: Command): void => {
     // Drained: exit now rather than when the task module's own handles (pools, timers) let go.
     process.exit(0);
   });
+};
+
+/** The parent of `--processes N`: owns the embedded server when there is one, runs no jobs itself. */
+const workerProcesses = async (options: WorkerOptions): Promise<void> => {
+  if (options.healthPort !== undefined) {
+    throw new Error("--health-port cannot be combined with --processes yet: run the processes as separate services, each with its own --health-port.");
+  }
+  const logger = createLogger({ pretty: options.pretty ?? false });
+  const database = await resolveDatabase(options.databaseUrl, { temporary: false });
+  if (database.source === "embedded") logger.info({ data_dir: ".picket/pgdata" }, "no DATABASE_URL: using the embedded PostgreSQL");
+  let code = 1;
+  try {
+    code = await runWorkerProcesses({
+      count: options.processes!,
+      script: process.argv[1]!,
+      // The embedded server's tables are made by the first child to start (migrations take a lock).
+      args: [...childArguments(process.argv.slice(2)), ...(database.source === "embedded" ? ["--migrate"] : [])],
+      env: { ...process.env, DATABASE_URL: database.url },
+      logger,
+    });
+  } finally {
+    await database.stop();
+  }
+  process.exit(code);
 };
