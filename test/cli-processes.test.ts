@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { enqueueJobs } from "../src/db/index.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { freePort } from "./support/ports.ts";
 
 const db = useTestDatabase();
 const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
@@ -20,16 +21,21 @@ describe("worker --processes", () => {
     }
   };
   /** Starts `worker --processes 2` in a process group of its own, as a terminal would. */
-  const start = () => {
+  const start = (...extra: string[]) => {
     const handle = { parent: 0, output: () => "" };
-    const running = picket(["worker", "--tasks", HELLO, "--processes", "2"], { env: { DATABASE_URL: db.url }, detached: true, onStart: (p, o) => ((handle.parent = p), (handle.output = o)) });
+    const running = picket(["worker", "--tasks", HELLO, "--processes", "2", ...extra], { env: { DATABASE_URL: db.url }, detached: true, onStart: (p, o) => ((handle.parent = p), (handle.output = o)) });
     const count = (text: string) => handle.output().split(text).length - 1;
     const childPid = (slot: number, nth = 0) => Number([...handle.output().matchAll(new RegExp(`worker process ${slot} starting \\(pid (\\d+)\\)`, "g"))][nth]?.[1]);
     return { handle, running, count, childPid };
   };
 
-  it("runs two workers, starts a new one for one SIGKILLed, and drains both on one Ctrl-C", async () => {
-    const { handle, running, count, childPid } = start();
+  it("runs two workers, starts a new one for one SIGKILLed, reports their health as one, and drains both on one Ctrl-C", async () => {
+    const port = await freePort();
+    const health = async () => {
+      const response = await fetch(`http://127.0.0.1:${port}/health`).catch(() => null);
+      return response === null ? { status: 0, body: null } : { status: response.status, body: await response.json() };
+    };
+    const { handle, running, count, childPid } = start("--health-port", String(port));
     const output = () => handle.output();
     const completed = async () => Number((await db.pool.query("SELECT count(*) FROM picket.jobs WHERE type = 'hello' AND status = 'completed'")).rows[0].count);
     await expect.poll(() => count('"msg":"worker started"'), { timeout: 30_000, interval: 100 }).toBe(2);
@@ -38,12 +44,16 @@ describe("worker --processes", () => {
     expect(new Set([parent, first, second]).size).toBe(3);
     await enqueueJobs(db.pool, Array.from({ length: 20 }, () => ({ type: "hello" })));
     await expect.poll(completed, { timeout: 10_000 }).toBe(20);
+    await expect.poll(health, { timeout: 10_000 }).toMatchObject({ status: 200, body: { healthy: true, ready: true, checks: { processes: { ok: true }, database: { ok: true } } } });
 
     process.kill(first, "SIGKILL");
+    // Replaced a second later: meanwhile /health says which process is missing.
+    await expect.poll(health, { timeout: 5_000, interval: 50 }).toMatchObject({ status: 503, body: { healthy: false, checks: { processes: { ok: false, reason: expect.stringMatching(/^process 1: (exited|not running \(starting or being replaced\))$/) } } } });
     await expect.poll(() => output(), { timeout: 10_000 }).toContain(`worker process 1 (pid ${first}) died (SIGKILL); starting a new one`);
     await expect.poll(() => count('"msg":"worker started"'), { timeout: 30_000, interval: 100 }).toBe(3);
     const replacement = childPid(1, 1);
     expect(alive(replacement)).toBe(true);
+    await expect.poll(health, { timeout: 10_000 }).toMatchObject({ status: 200, body: { healthy: true } });
     await enqueueJobs(db.pool, Array.from({ length: 20 }, () => ({ type: "hello" })));
     await expect.poll(completed, { timeout: 10_000 }).toBe(40);
 

@@ -3,11 +3,27 @@
 // The parent runs no jobs and holds no claims: a parent that dies leaves nothing to recover, and
 // its children drain when their channel to it closes.
 import { fork, type ChildProcess } from "node:child_process";
+import { Effect, Fiber } from "effect";
+import { startHealthServer, type HealthCheck, type HealthReport } from "../runtime/health-server.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { onShutdownSignals } from "./signals.ts";
 
 /** The message a child sends once its supervisor has started (it has migrated and is polling). */
 export const STARTED_MESSAGE = "picket:worker-started";
+
+/** The parent asks a child for its health report, and the child answers, over the IPC channel. */
+export interface HealthRequest {
+  type: "picket:health";
+  id: number;
+}
+export interface HealthAnswer {
+  type: "picket:health-report";
+  id: number;
+  report: HealthReport;
+}
+
+/** How long the parent waits for a child's health report before calling that child unhealthy. */
+const HEALTH_ANSWER_MS = 3_000;
 
 /** How long the parent waits before starting a new process in place of one that died. */
 const RESTART_DELAY_MS = 1_000;
@@ -19,6 +35,8 @@ export interface WorkerProcessesOptions {
   args: string[];
   env: NodeJS.ProcessEnv;
   logger: Logger;
+  /** Serve one /health and /ready for all the processes. */
+  health?: { port: number; host: string };
 }
 
 /**
@@ -30,8 +48,62 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): Promise<num
   new Promise((resolve) => {
     const { count, logger } = options;
     const children = new Map<number, ChildProcess>();
+    const started = new Set<ChildProcess>();
     let stopping = false;
     let failed = false;
+    let nextRequest = 0;
+
+    const reportOf = (child: ChildProcess): Promise<HealthReport | string> =>
+      new Promise((resolve) => {
+        const id = nextRequest++;
+        const onMessage = (message: unknown) => {
+          if ((message as HealthAnswer)?.type !== "picket:health-report" || (message as HealthAnswer).id !== id) return;
+          done((message as HealthAnswer).report);
+        };
+        const onExit = () => done("exited");
+        const timer = setTimeout(() => done(`no health report within ${HEALTH_ANSWER_MS} ms`), HEALTH_ANSWER_MS);
+        const done = (answer: HealthReport | string) => {
+          clearTimeout(timer);
+          child.off("message", onMessage);
+          child.off("exit", onExit);
+          resolve(answer);
+        };
+        child.on("message", onMessage);
+        child.once("exit", onExit);
+        child.send({ type: "picket:health", id } satisfies HealthRequest, (error) => error && done(`cannot be asked: ${error.message}`));
+      });
+
+    /** One report for all: each check holds when it holds in every process, its reasons named by process. */
+    const report = async (): Promise<HealthReport> => {
+      const slots = Array.from({ length: count }, (_, i) => i + 1);
+      const answers = await Promise.all(
+        slots.map(async (slot) => {
+          const child = children.get(slot);
+          if (child === undefined || !started.has(child)) return { slot, answer: stopping ? "stopped" : "not running (starting or being replaced)" };
+          return { slot, answer: await reportOf(child) };
+        }),
+      );
+      const reports = answers.filter((a): a is { slot: number; answer: HealthReport } => typeof a.answer !== "string");
+      const combine = (name: "database" | "poll" | "leases"): HealthCheck => {
+        const failing = reports.filter((r) => !r.answer.checks[name].ok);
+        return failing.length === 0 ? { ok: true } : { ok: false, reason: failing.map((r) => `process ${r.slot}: ${r.answer.checks[name].reason}`).join("; ") };
+      };
+      const missing = answers.filter((a) => typeof a.answer === "string");
+      const processes: HealthCheck = missing.length === 0 ? { ok: true } : { ok: false, reason: missing.map((a) => `process ${a.slot}: ${a.answer as string}`).join("; ") };
+      const checks = { database: combine("database"), poll: combine("poll"), leases: combine("leases"), processes };
+      const inFlight: Record<string, number> = {};
+      for (const { answer } of reports) for (const [task, n] of Object.entries(answer.inFlight)) inFlight[task] = (inFlight[task] ?? 0) + n;
+      const polls = reports.map((r) => r.answer.lastPollAt).filter((at): at is string => at !== null).sort();
+      return {
+        healthy: Object.values(checks).every((c) => c.ok),
+        ready: !stopping && reports.length === count && reports.every((r) => r.answer.ready),
+        draining: stopping,
+        lastPollAt: polls.at(-1) ?? null,
+        inFlight,
+        checks,
+      };
+    };
+    const healthFiber = options.health ? Effect.runFork(startHealthServer(options.health, report, logger)) : undefined;
 
     const signalAll = () => {
       for (const child of children.values()) child.kill("SIGTERM");
@@ -43,25 +115,26 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): Promise<num
     };
     const finish = () => {
       removeSignals();
-      resolve(failed ? 1 : 0);
+      if (healthFiber === undefined) return resolve(failed ? 1 : 0);
+      void Effect.runPromise(Fiber.interrupt(healthFiber)).finally(() => resolve(failed ? 1 : 0));
     };
 
     const start = (slot: number) => {
       // Its own process group: a Ctrl-C in a terminal reaches the parent only, which passes it on
       // once (a child that got it twice would skip its drain).
       const child = fork(options.script, options.args, { env: { ...options.env, PICKET_WORKER_PROCESS: String(slot) }, stdio: "inherit", detached: true });
-      let started = false;
       child.on("message", (message) => {
-        if (message === STARTED_MESSAGE) started = true;
+        if (message === STARTED_MESSAGE) started.add(child);
       });
       child.on("exit", (code, signal) => {
         children.delete(slot);
+        const hadStarted = started.delete(child);
         if (stopping) {
           if (code !== 0) failed = true;
           if (children.size === 0) finish();
           return;
         }
-        if (!started) {
+        if (!hadStarted) {
           logger.error({ process: slot, pid: child.pid, code, signal }, `worker process ${slot} exited before it started (code ${code ?? signal}); stopping the others`);
           failed = true;
           return stopAll();
@@ -83,13 +156,16 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): Promise<num
     for (let slot = 1; slot <= count; slot++) start(slot);
   });
 
-/** The arguments of the current `worker` command for a child: without --processes and --database-url (given by environment). */
+/** Options of the `worker` command that are the parent's: the database comes by environment, the health port is served once. */
+const PARENT_OPTIONS = ["--processes", "--database-url", "--health-port"];
+
+/** The arguments of the current `worker` command for a child: the same, without the parent's options. */
 export const childArguments = (argv: string[]): string[] => {
   const args: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    if (arg === "--processes" || arg === "--database-url") i++;
-    else if (!arg.startsWith("--processes=") && !arg.startsWith("--database-url=")) args.push(arg);
+    if (PARENT_OPTIONS.includes(arg)) i++;
+    else if (!PARENT_OPTIONS.some((option) => arg.startsWith(`${option}=`))) args.push(arg);
   }
   return args;
 };

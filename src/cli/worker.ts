@@ -3,7 +3,7 @@ import { createLogger } from "../runtime/logger.ts";
 import { createSupervisor } from "../runtime/supervisor.ts";
 import { resolveDatabase } from "./database.ts";
 import { integerOption, withDatabaseOptions, type DatabaseOptions } from "./shared.ts";
-import { childArguments, runWorkerProcesses, STARTED_MESSAGE } from "./processes.ts";
+import { childArguments, runWorkerProcesses, STARTED_MESSAGE, type HealthAnswer, type HealthRequest } from "./processes.ts";
 import { onShutdownSignals } from "./signals.ts";
 import { loadTasksModule } from "./tasks-module.ts";
 
@@ -68,7 +68,13 @@ export const workerCommand = (program: Command): void => {
         }, 1_800).unref();
       },
     });
-    if (underParent) process.once("disconnect", stopRequested);
+    if (underParent) {
+      process.once("disconnect", stopRequested);
+      process.on("message", (message: HealthRequest) => {
+        if (message?.type !== "picket:health") return;
+        void supervisor.health().then((report) => process.connected && process.send!({ type: "picket:health-report", id: message.id, report } satisfies HealthAnswer));
+      });
+    }
     try {
       await supervisor.start();
       if (underParent && process.connected) process.send!(STARTED_MESSAGE);
@@ -85,9 +91,6 @@ export const workerCommand = (program: Command): void => {
 
 /** The parent of `--processes N`: owns the embedded server when there is one, runs no jobs itself. */
 const workerProcesses = async (options: WorkerOptions): Promise<void> => {
-  if (options.healthPort !== undefined) {
-    throw new Error("--health-port cannot be combined with --processes yet: run the processes as separate services, each with its own --health-port.");
-  }
   const logger = createLogger({ pretty: options.pretty ?? false });
   const database = await resolveDatabase(options.databaseUrl, { temporary: false });
   if (database.source === "embedded") logger.info({ data_dir: ".picket/pgdata" }, "no DATABASE_URL: using the embedded PostgreSQL");
@@ -100,6 +103,7 @@ const workerProcesses = async (options: WorkerOptions): Promise<void> => {
       args: [...childArguments(process.argv.slice(2)), ...(database.source === "embedded" ? ["--migrate"] : [])],
       env: { ...process.env, DATABASE_URL: database.url },
       logger,
+      ...(options.healthPort !== undefined ? { health: { port: options.healthPort, host: "0.0.0.0" } } : {}),
     });
   } finally {
     await database.stop();

@@ -28,6 +28,8 @@ export interface HealthReport {
     poll: HealthCheck;
     /** Every claim the worker holds had its lease confirmed within the last lease. */
     leases: HealthCheck;
+    /** With `worker --processes N`: every worker process is running and answers. */
+    processes?: HealthCheck;
   };
 }
 
