@@ -3,7 +3,9 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { combineReports } from "../src/cli/processes.ts";
 import { enqueueJobs } from "../src/db/index.ts";
+import type { HealthReport } from "../src/runtime/health-server.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { freePort } from "./support/ports.ts";
@@ -89,4 +91,33 @@ describe("worker --processes", () => {
     await running;
     await expect.poll(() => children.filter(alive), { timeout: 15_000 }).toEqual([]);
   }, 60_000);
+});
+
+describe("one health report for several processes", () => {
+  const healthy = (inFlight: Record<string, number>, lastPollAt: string | null): HealthReport => ({
+    healthy: true,
+    ready: true,
+    draining: false,
+    lastPollAt,
+    inFlight,
+    checks: { database: { ok: true }, poll: { ok: true }, leases: { ok: true } },
+  });
+
+  it("holds a check when it holds in every process, names the process where it fails, and adds up what runs", () => {
+    const stuck = { ...healthy({ a: 1 }, null), healthy: false, checks: { database: { ok: true }, poll: { ok: true }, leases: { ok: false, reason: "renewals failing" } } };
+    expect(combineReports([healthy({ a: 2, b: 1 }, "2026-12-01T10:00:01.000Z"), stuck, healthy({}, "2026-12-01T10:00:02.000Z")], false)).toEqual({
+      healthy: false,
+      ready: true,
+      draining: false,
+      lastPollAt: "2026-12-01T10:00:02.000Z",
+      inFlight: { a: 3, b: 1 },
+      checks: { database: { ok: true }, poll: { ok: true }, leases: { ok: false, reason: "process 2: renewals failing" }, processes: { ok: true } },
+    });
+  });
+
+  it("is unhealthy and not ready while a process is missing, saying which", () => {
+    const report = combineReports([healthy({}, null), "not running (starting or being replaced)"], false);
+    expect(report).toMatchObject({ healthy: false, ready: false, checks: { processes: { ok: false, reason: "process 2: not running (starting or being replaced)" } } });
+    expect(combineReports([healthy({}, null)], true)).toMatchObject({ healthy: true, ready: false, draining: true });
+  });
 });

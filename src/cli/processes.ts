@@ -73,35 +73,15 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): Promise<num
         child.send({ type: "picket:health", id } satisfies HealthRequest, (error) => error && done(`cannot be asked: ${error.message}`));
       });
 
-    /** One report for all: each check holds when it holds in every process, its reasons named by process. */
     const report = async (): Promise<HealthReport> => {
-      const slots = Array.from({ length: count }, (_, i) => i + 1);
       const answers = await Promise.all(
-        slots.map(async (slot) => {
-          const child = children.get(slot);
-          if (child === undefined || !started.has(child)) return { slot, answer: stopping ? "stopped" : "not running (starting or being replaced)" };
-          return { slot, answer: await reportOf(child) };
+        Array.from({ length: count }, async (_, i) => {
+          const child = children.get(i + 1);
+          if (child === undefined || !started.has(child)) return stopping ? "stopped" : "not running (starting or being replaced)";
+          return reportOf(child);
         }),
       );
-      const reports = answers.filter((a): a is { slot: number; answer: HealthReport } => typeof a.answer !== "string");
-      const combine = (name: "database" | "poll" | "leases"): HealthCheck => {
-        const failing = reports.filter((r) => !r.answer.checks[name].ok);
-        return failing.length === 0 ? { ok: true } : { ok: false, reason: failing.map((r) => `process ${r.slot}: ${r.answer.checks[name].reason}`).join("; ") };
-      };
-      const missing = answers.filter((a) => typeof a.answer === "string");
-      const processes: HealthCheck = missing.length === 0 ? { ok: true } : { ok: false, reason: missing.map((a) => `process ${a.slot}: ${a.answer as string}`).join("; ") };
-      const checks = { database: combine("database"), poll: combine("poll"), leases: combine("leases"), processes };
-      const inFlight: Record<string, number> = {};
-      for (const { answer } of reports) for (const [task, n] of Object.entries(answer.inFlight)) inFlight[task] = (inFlight[task] ?? 0) + n;
-      const polls = reports.map((r) => r.answer.lastPollAt).filter((at): at is string => at !== null).sort();
-      return {
-        healthy: Object.values(checks).every((c) => c.ok),
-        ready: !stopping && reports.length === count && reports.every((r) => r.answer.ready),
-        draining: stopping,
-        lastPollAt: polls.at(-1) ?? null,
-        inFlight,
-        checks,
-      };
+      return combineReports(answers, stopping);
     };
     const healthFiber = options.health ? Effect.runFork(startHealthServer(options.health, report, logger)) : undefined;
 
@@ -155,6 +135,37 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): Promise<num
     });
     for (let slot = 1; slot <= count; slot++) start(slot);
   });
+
+/**
+ * One report for all the processes (`answers[i]` is process i + 1's report, or why there is none):
+ * each check holds when it holds in every process, its reasons named by process, and `processes`
+ * holds when every process answered.
+ */
+export const combineReports = (answers: Array<HealthReport | string>, stopping: boolean): HealthReport => {
+  const reports = answers.flatMap((answer, i) => (typeof answer === "string" ? [] : [{ slot: i + 1, report: answer }]));
+  const combine = (name: "database" | "poll" | "leases"): HealthCheck => {
+    const failing = reports.filter(({ report }) => !report.checks[name].ok);
+    return failing.length === 0 ? { ok: true } : { ok: false, reason: failing.map(({ slot, report }) => `process ${slot}: ${report.checks[name].reason}`).join("; ") };
+  };
+  const missing = answers.flatMap((answer, i) => (typeof answer === "string" ? [`process ${i + 1}: ${answer}`] : []));
+  const checks = {
+    database: combine("database"),
+    poll: combine("poll"),
+    leases: combine("leases"),
+    processes: missing.length === 0 ? { ok: true } : { ok: false, reason: missing.join("; ") },
+  };
+  const inFlight: Record<string, number> = {};
+  for (const { report } of reports) for (const [task, n] of Object.entries(report.inFlight)) inFlight[task] = (inFlight[task] ?? 0) + n;
+  const polls = reports.flatMap(({ report }) => (report.lastPollAt === null ? [] : [report.lastPollAt])).sort();
+  return {
+    healthy: Object.values(checks).every((check) => check.ok),
+    ready: !stopping && missing.length === 0 && reports.every(({ report }) => report.ready),
+    draining: stopping,
+    lastPollAt: polls.at(-1) ?? null,
+    inFlight,
+    checks,
+  };
+};
 
 /** Options of the `worker` command that are the parent's: the database comes by environment, the health port is served once. */
 const PARENT_OPTIONS = ["--processes", "--database-url", "--health-port"];
