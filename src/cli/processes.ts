@@ -9,14 +9,14 @@ import type { Logger } from "../runtime/logger.ts";
 import { onShutdownSignals } from "./signals.ts";
 
 /** The message a child sends once its supervisor has started (it has migrated and is polling). */
-export const STARTED_MESSAGE = "picket:worker-started";
+const STARTED_MESSAGE = "picket:worker-started";
 
 /** The parent asks a child for its health report, and the child answers, over the IPC channel. */
-export interface HealthRequest {
+interface HealthRequest {
   type: "picket:health";
   id: number;
 }
-export interface HealthAnswer {
+interface HealthAnswer {
   type: "picket:health-report";
   id: number;
   report: HealthReport;
@@ -38,6 +38,22 @@ export interface WorkerProcessesOptions {
   /** Serve one /health and /ready for all the processes. */
   health?: { port: number; host: string };
 }
+
+/**
+ * The child's side of the channel, when this worker is one of `--processes N` (else undefined):
+ * it answers the parent's health requests, treats a parent that is gone (the channel closed) as a
+ * stop signal, and tells the parent once it has started.
+ */
+export const attachToParent = (supervisor: { health(): Promise<HealthReport> }, parentGone: () => void): { started(): void } | undefined => {
+  if (process.env.PICKET_WORKER_PROCESS === undefined || process.send === undefined) return undefined;
+  const send = (message: unknown) => process.connected && process.send!(message);
+  process.once("disconnect", parentGone);
+  process.on("message", (message: HealthRequest) => {
+    if (message?.type !== "picket:health") return;
+    void supervisor.health().then((report) => send({ type: "picket:health-report", id: message.id, report } satisfies HealthAnswer));
+  });
+  return { started: () => send(STARTED_MESSAGE) };
+};
 
 /**
  * Runs the children until a signal has drained them all; resolves with the exit code: 0 when every

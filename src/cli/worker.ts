@@ -3,7 +3,7 @@ import { createLogger } from "../runtime/logger.ts";
 import { createSupervisor } from "../runtime/supervisor.ts";
 import { resolveDatabase } from "./database.ts";
 import { integerOption, withDatabaseOptions, type DatabaseOptions } from "./shared.ts";
-import { childArguments, runWorkerProcesses, STARTED_MESSAGE, type HealthAnswer, type HealthRequest } from "./processes.ts";
+import { attachToParent, childArguments, runWorkerProcesses } from "./processes.ts";
 import { onShutdownSignals } from "./signals.ts";
 import { loadTasksModule } from "./tasks-module.ts";
 
@@ -34,12 +34,7 @@ export const workerCommand = (program: Command): void => {
   ).action(async (options: WorkerOptions) => {
     if ((options.processes ?? 1) > 1) return workerProcesses(options);
     const { tasks, options: moduleOptions } = await loadTasksModule(options.tasks);
-    const database = await resolveDatabase(options.databaseUrl, { temporary: false });
-    const logger = createLogger({ pretty: options.pretty ?? false });
-    if (database.source === "embedded") logger.info({ data_dir: ".picket/pgdata" }, "no DATABASE_URL: using the embedded PostgreSQL");
-    // One of the processes of `--processes N`: its parent hears when it has started, and a parent
-    // that is gone (its channel closed) is a signal to drain.
-    const underParent = process.env.PICKET_WORKER_PROCESS !== undefined && process.send !== undefined;
+    const { database, logger } = await openDatabase(options);
     const supervisor = createSupervisor({
       ...moduleOptions,
       tasks,
@@ -68,16 +63,11 @@ export const workerCommand = (program: Command): void => {
         }, 1_800).unref();
       },
     });
-    if (underParent) {
-      process.once("disconnect", stopRequested);
-      process.on("message", (message: HealthRequest) => {
-        if (message?.type !== "picket:health") return;
-        void supervisor.health().then((report) => process.connected && process.send!({ type: "picket:health-report", id: message.id, report } satisfies HealthAnswer));
-      });
-    }
+    // One of the processes of `--processes N`: a parent that is gone is a signal to drain.
+    const parent = attachToParent(supervisor, stopRequested);
     try {
       await supervisor.start();
-      if (underParent && process.connected) process.send!(STARTED_MESSAGE);
+      parent?.started();
       await stopSignal;
       await supervisor.stop();
     } finally {
@@ -91,9 +81,7 @@ export const workerCommand = (program: Command): void => {
 
 /** The parent of `--processes N`: owns the embedded server when there is one, runs no jobs itself. */
 const workerProcesses = async (options: WorkerOptions): Promise<void> => {
-  const logger = createLogger({ pretty: options.pretty ?? false });
-  const database = await resolveDatabase(options.databaseUrl, { temporary: false });
-  if (database.source === "embedded") logger.info({ data_dir: ".picket/pgdata" }, "no DATABASE_URL: using the embedded PostgreSQL");
+  const { database, logger } = await openDatabase(options);
   let code = 1;
   try {
     code = await runWorkerProcesses({
@@ -109,4 +97,12 @@ const workerProcesses = async (options: WorkerOptions): Promise<void> => {
     await database.stop();
   }
   process.exit(code);
+};
+
+/** The database (the embedded server when none is given) and the logger, as every worker process starts. */
+const openDatabase = async (options: WorkerOptions) => {
+  const database = await resolveDatabase(options.databaseUrl, { temporary: false });
+  const logger = createLogger({ pretty: options.pretty ?? false });
+  if (database.source === "embedded") logger.info({ data_dir: ".picket/pgdata" }, "no DATABASE_URL: using the embedded PostgreSQL");
+  return { database, logger };
 };
