@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import { enqueueJob, enqueueJobs } from "../src/db/index.ts";
 import { defineTask, PermanentError } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { waitFor } from "xstate";
-import { createJobRuntime } from "../src/runtime/job-actor.ts";
+import { createJobRuntime } from "../src/runtime/job-runtime.ts";
+import { observeJob } from "./support/job-run.ts";
 import { claimed, row } from "./support/factory.ts";
 import { captureLogs, startWorker } from "./support/worker.ts";
 
@@ -61,10 +61,9 @@ describe("jobs that can never succeed end dead with a clear error, never retried
     const [job] = await claimed(db.pool, "unknown-task", 1, { spec: { maxAttempts: 5 } });
     const { logger } = captureLogs();
     const runtime = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => undefined, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined });
-    const actor = runtime.create(job!, true);
-    actor.start();
-    const done = await waitFor(actor, (s) => s.status === "done");
-    expect(done.output).toMatchObject({ outcome: "dead", error: { kind: "no_handler" } });
+    const { run, done } = observeJob(runtime, job!, true);
+    run.start();
+    expect(await done).toMatchObject({ outcome: "dead", error: { kind: "no_handler" } });
     expect(await row(db.pool, job!.id)).toMatchObject({
       status: "dead",
       attempts: 1,

@@ -5,11 +5,11 @@
 // the machine must have been taken by some executed path, so a new transition cannot go untested.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { waitFor } from "xstate";
 import { getSimplePaths } from "xstate/graph";
 import { claimJobs, enqueueJob, renewLeases, sweepExpiredClaims, type ClaimedJob } from "../src/db/index.ts";
 import { jobMachine, machineTransitions, transitionRows, type JobMachineInput } from "../src/machines/index.ts";
-import { createJobRuntime } from "../src/runtime/job-actor.ts";
+import { createJobRuntime } from "../src/runtime/job-runtime.ts";
+import { observeJob } from "./support/job-run.ts";
 import { defineTask, PermanentError, type Task } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { want } from "./support/factory.ts";
@@ -355,7 +355,7 @@ const execute = async (path: ModelPath, index: number) => {
   const states: string[] = [];
   const checks: Array<Promise<[string, Row]>> = [];
   const { logger } = captureLogs();
-  const actor = createJobRuntime({
+  const runtime = createJobRuntime({
     db: runtimePool,
     statements: { schema: "picket" },
     logger,
@@ -386,7 +386,7 @@ const execute = async (path: ModelPath, index: number) => {
         checks.push(readRow(db.pool, claimed!.id).then((row) => [state, row]));
       }
     },
-  }).create(script.hasToken ? claimed! : { ...claimed!, claimToken: "" }, script.slotFree);
+  });
   const loseLease = async () => {
     // As the renewal loop does: the claim was stolen, the renewal reports fenced, the job is told.
     claim.thief = await steal(db.pool, claimed!);
@@ -405,6 +405,14 @@ const execute = async (path: ModelPath, index: number) => {
     if (script.handler === "drain") actor.send({ type: "DRAIN_DEADLINE" });
     if (script.handler === "leaseExpired") actor.send(leaseExpired as never);
   };
+  // With an inspector the job runs as an XState actor from its start, so every microstep is seen;
+  // test/conformance.test.ts shows the derived path takes the same ones.
+  let writeEntered: () => void;
+  const inWriteState = new Promise<void>((resolve) => (writeEntered = resolve));
+  const writeState = path.states.at(-2)!;
+  const { run: actor, done: finished } = observeJob(runtime, script.hasToken ? claimed! : { ...claimed!, claimToken: "" }, script.slotFree, (state) => {
+    if (state === writeState) writeEntered();
+  });
   actor.start();
   // A job claimed ahead of a slot waits until the supervisor starts it, releases it, or its lease is lost.
   if (script.waitEnds === "start") actor.send({ type: "START" });
@@ -414,12 +422,11 @@ const execute = async (path: ModelPath, index: number) => {
   if (script.waitEnds === "leaseExpired") actor.send(leaseExpired as never);
   if (holder !== null) {
     // The drain's time runs out while the write is still waiting on the locked row.
-    const writeState = path.states.at(-2)!;
-    await waitFor(actor, (s) => s.matches(writeState as never), { timeout: 10_000 });
+    await inWriteState;
     await new Promise((r) => setTimeout(r, 100));
     actor.send({ type: "ABANDON" });
   }
-  const done = await waitFor(actor, (s) => s.status === "done", { timeout: 10_000 });
+  const done = { output: await finished };
   if (holder !== null) {
     // A write attempt already sent when ABANDON came still finds the row locked (and is told it is
     // busy); only then does the lock go. Nothing may be written after that.

@@ -3,11 +3,11 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
-import { waitFor } from "xstate";
 import { describe, expect, it } from "vitest";
 import { claimJobs, completeJobs, enqueueJob, enqueueJobs, sweepExpiredClaims } from "../src/db/index.ts";
 import { createSupervisor } from "../src/runtime/supervisor.ts";
-import { createJobRuntime } from "../src/runtime/job-actor.ts";
+import { createJobRuntime } from "../src/runtime/job-runtime.ts";
+import { observeJob } from "./support/job-run.ts";
 import { defineTask, PermanentError } from "../src/runtime/task.ts";
 import { interceptedPool, useTestDatabase } from "./support/db.ts";
 import { claimed, row, want } from "./support/factory.ts";
@@ -23,10 +23,10 @@ describe("runtime behaviours", () => {
     const task = defineTask({ name: "tokenless", handler: async () => void runs++ });
     const [job] = await claimed(db.pool, "tokenless");
     const { logger } = captureLogs();
-    const actor = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined }).create({ ...job!, claimToken: null as never }, true);
-    actor.start();
-    const done = await waitFor(actor, (s) => s.status === "done");
-    expect(done.output!.outcome).toBe("refused");
+    const runtime = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined });
+    const { run, done } = observeJob(runtime, { ...job!, claimToken: null as never }, true);
+    run.start();
+    expect((await done).outcome).toBe("refused");
     await sleep(100);
     expect(runs).toBe(0);
   });
@@ -41,18 +41,18 @@ describe("runtime behaviours", () => {
     const [job] = await claimed(db.pool, task.name);
     const before = await row(db.pool, job!.id);
     const { logger } = captureLogs();
-    const actor = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined }).create(job!, slotFree);
+    const runtime = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined });
     // In the same turn as the write began: its statement is queued or waiting for a connection.
     let sent = false;
-    actor.subscribe((snapshot) => {
-      if (!sent && snapshot.matches(write as never)) {
+    const { run, done } = observeJob(runtime, job!, slotFree, (state, run) => {
+      if (!sent && state === write) {
         sent = true;
-        actor.send({ type: "ABANDON" });
+        run.send({ type: "ABANDON" });
       }
     });
-    actor.start();
-    if (!slotFree) actor.send({ type: "DRAIN_DEADLINE" });
-    expect((await waitFor(actor, (s) => s.status === "done")).output!.outcome).toBe("abandoned");
+    run.start();
+    if (!slotFree) run.send({ type: "DRAIN_DEADLINE" });
+    expect((await done).outcome).toBe("abandoned");
     // Past any retry's spacing: the row still holds the claim, untouched, for the sweep.
     await sleep(1_500);
     expect(await row(db.pool, job!.id)).toMatchObject({ status: "processing", claim_token: before.claim_token, updated_at: before.updated_at, attempts: before.attempts });

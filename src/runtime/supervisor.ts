@@ -26,7 +26,7 @@ import type { JobOutcome } from "../machines/job-machine.ts";
 import { supervisorMachine, type PollOutput } from "../machines/supervisor-machine.ts";
 import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
 import { startHealthServer, type HealthCheck, type HealthReport } from "./health-server.ts";
-import { createJobRuntime, type JobActor, type JobRuntime } from "./job-actor.ts";
+import { createJobRuntime, type JobHandle, type JobRuntime } from "./job-runtime.ts";
 import { leaseMarginMs, LeaseWatch, localDeadline } from "./lease-watch.ts";
 import { listenForJobs } from "./listener.ts";
 import { createLogger, type Logger } from "./logger.ts";
@@ -36,7 +36,7 @@ import type { Task } from "./task.ts";
 
 interface RunningJob {
   job: ClaimedJob;
-  actor: JobActor;
+  actor: JobHandle;
   startedAt: number;
   /** It holds one of the worker's slots: its payload check or handler runs, or will once START is processed. */
   holdsSlot: boolean;
@@ -76,8 +76,7 @@ const STALL_MIN_MS = 50;
  * sent), checking its payload, running its handler. A job holds its slot until it leaves them, and
  * only a job still in them can lose its claim to another worker.
  */
-const beforeOutcome = (snapshot: ReturnType<JobActor["getSnapshot"]>): boolean =>
-  snapshot.matches("waitingForSlot") || snapshot.matches("checkingPayload") || snapshot.matches("running");
+const beforeOutcome = (state: string): boolean => state === "waitingForSlot" || state === "checkingPayload" || state === "running";
 
 /**
  * The buffer's horizon, in claim round trips. Measured (defaults, 30,000 no-op jobs, alternating
@@ -535,9 +534,21 @@ export class Supervisor {
 
   /** Creates the machine for a claimed job and registers it; the caller starts it. */
   private dispatch(job: ClaimedJob, slotFree: boolean, claimSentAt: number): RunningJob {
+    // The observer runs once the job is started, after `entry` and `finish` below exist.
+    const actor = this.jobs!.create(job, slotFree, {
+      changed: (state) => {
+        if (entry.holdsSlot && !beforeOutcome(state)) this.freeSlot(entry);
+      },
+      // An outcome given up says why it could not be written; any other, why the attempt failed.
+      done: (output) => finish(output.outcome, output.outcome === "abandoned" ? output.writeError : output.error ? `${output.error.kind}: ${output.error.message}` : null),
+      failed: (error) => {
+        this.logger.error({ err: error, job_id: job.id }, "job machine failed; the sweep will retry the job after its lease");
+        finish("abandoned", String(error));
+      },
+    });
     const entry: RunningJob = {
       job,
-      actor: this.jobs!.create(job, slotFree),
+      actor,
       startedAt: Date.now(),
       holdsSlot: slotFree,
       slotTakenAt: performance.now(),
@@ -558,20 +569,6 @@ export class Supervisor {
         }
       }
     };
-    entry.actor.subscribe({
-      next: (snapshot) => {
-        if (entry.holdsSlot && !beforeOutcome(snapshot)) this.freeSlot(entry);
-      },
-      complete: () => {
-        const output = entry.actor.getSnapshot().output!;
-        // An outcome given up says why it could not be written; any other, why the attempt failed.
-        finish(output.outcome, output.outcome === "abandoned" ? output.writeError : output.error ? `${output.error.kind}: ${output.error.message}` : null);
-      },
-      error: (error) => {
-        this.logger.error({ err: error, job_id: job.id }, "job machine failed; the sweep will retry the job after its lease");
-        finish("abandoned", String(error));
-      },
-    });
     this.running.set(job, entry);
     if (!slotFree) this.queued.add(entry);
     return entry;
@@ -587,7 +584,7 @@ export class Supervisor {
     let next = Infinity;
     const expired: RunningJob[] = [];
     for (const entry of this.running.values()) {
-      if (entry.handlerSettledAt !== undefined || !beforeOutcome(entry.actor.getSnapshot())) continue;
+      if (entry.handlerSettledAt !== undefined || !beforeOutcome(entry.actor.state)) continue;
       const deadline = localDeadline(entry.confirmedAt, entry.job.leaseMs);
       if (deadline <= now) expired.push(entry);
       else next = Math.min(next, deadline);
@@ -616,7 +613,7 @@ export class Supervisor {
       if (task === undefined || task.isolate !== undefined) continue;
       // A handler still running, or one that ended once the loop ran again (nothing else ran
       // while it was blocked, so that handler was running then).
-      if (handlerSettledAt === undefined ? actor.getSnapshot().matches("running") : handlerSettledAt >= stallStart) inThread.set(task.name, task.leaseMs);
+      if (handlerSettledAt === undefined ? actor.state === "running" : handlerSettledAt >= stallStart) inThread.set(task.name, task.leaseMs);
     }
     const shortest = Math.min(...inThread.values());
     if (inThread.size === 0 || stalledMs < leaseMarginMs(shortest)) return;
@@ -761,7 +758,7 @@ export class Supervisor {
   private renewalFenced({ job, actor }: RunningJob): void {
     // A job that left `running` meanwhile has written (or is writing) its own outcome: its renewal
     // found the row finished, not stolen.
-    if (!beforeOutcome(actor.getSnapshot())) return;
+    if (!beforeOutcome(actor.state)) return;
     this.logger.warn(
       { job_id: job.id, task: job.type, claim_token: job.claimToken },
       `lease renewal fenced: job ${job.id} (claim ${job.claimToken}) was reclaimed; interrupting its handler`,

@@ -1,10 +1,10 @@
-// The job machine with the runtime's Effects as its actors, built once per supervisor, and the
-// start of one machine per claimed job. Everything job-specific reaches the actors through the
-// machine's context (the claimed row), so providing the machine once costs nothing per job.
-// Measured (bench/throughput.ts): providing it per job spent ~20% of a worker's CPU building
-// state nodes.
+// The job machine with the runtime's Effects as its actors, built once per supervisor, the path
+// derived from it (src/machines/derive-path.ts), and the start of one run of that machine per
+// claimed job. Everything job-specific reaches the actors through the machine's context (the
+// claimed row), so providing the machine once costs nothing per job. Measured
+// (bench/throughput.ts): providing it per job spent ~20% of a worker's CPU building state nodes.
 import { Effect } from "effect";
-import { createActor, fromPromise, type Actor } from "xstate";
+import { fromPromise, type AnyActorRef, type InspectionEvent, type Observer } from "xstate";
 import {
   completeJobs,
   deadLetterJobs,
@@ -17,14 +17,32 @@ import {
   type Queryable,
   type StatementOptions,
 } from "../db/index.ts";
-import { jobMachine, type HandlerFailure, type JobError, type WriteInput } from "../machines/job-machine.ts";
+import { derivePath } from "../machines/derive-path.ts";
+import { jobMachine, type HandlerFailure, type JobError, type JobMachineEvent, type JobOutcome, type WriteInput } from "../machines/job-machine.ts";
 import { dbWrite } from "./db-write.ts";
 import { jobLogger, type Logger } from "./logger.ts";
 import { runHandler } from "./run-handler.ts";
 import { checkPayload, type HandlerContext, type Task } from "./task.ts";
+import { runAlongPath, type JobRun, type RunObserver } from "./job-runner.ts";
 import { createWriteBatcher } from "./write-batcher.ts";
 
-export type JobActor = Actor<typeof jobMachine>;
+/** What a job's machine ends with. */
+export interface JobOutput {
+  outcome: JobOutcome;
+  error: JobError | null;
+  intended: JobOutcome | null;
+  writeError: string | null;
+}
+
+export type JobObserver = RunObserver<JobOutput>;
+
+/** One claimed job's machine as the supervisor drives it. */
+export interface JobHandle {
+  start(): void;
+  send(event: JobMachineEvent): void;
+  readonly state: string;
+  readonly status: JobRun["status"];
+}
 
 export interface JobRuntimeDeps {
   db: Queryable;
@@ -42,12 +60,15 @@ export interface JobRuntimeDeps {
   leaseProvable: (job: ClaimedJob) => boolean;
   /** A write under the claim, sent at `sentAt` (performance.now()), granted its lease again. */
   leaseConfirmed: (job: ClaimedJob, sentAt: number) => void;
-  inspect?: (event: unknown) => void;
+  /** Every job runs as an XState actor under this one (the supervisor's), seen by its inspector. */
+  parent?: () => AnyActorRef | undefined;
+  /** Every job runs as an XState actor with this inspector (a job runtime used on its own). */
+  inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
 }
 
 export interface JobRuntime {
   /** Creates (does not start) the machine for one claimed job; without a free slot it waits for START. */
-  create(job: ClaimedJob, slotFree: boolean): JobActor;
+  create(job: ClaimedJob, slotFree: boolean, observer: JobObserver): JobHandle;
 }
 
 /** Runs an Effect under the actor's signal, so leaving the state interrupts it. */
@@ -147,13 +168,19 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
     },
   });
 
+  // Refuses to start a runtime whose machine the derived path could not run as XState would.
+  const path = derivePath(machine, { goal: "done", events: ["START"] });
+
   return {
-    create: (job, slotFree) => {
+    create: (job, slotFree, observer) => {
       const task = deps.taskFor(job.type);
-      return createActor(machine, {
-        input: { job, hasHandler: task !== undefined, hasSchema: task?.schema !== undefined, timeoutMs: task?.timeoutMs ?? 1, slotFree },
-        ...(deps.inspect ? { inspect: deps.inspect } : {}),
-      });
+      const parent = deps.parent?.();
+      return runAlongPath(
+        path,
+        { job, hasHandler: task !== undefined, hasSchema: task?.schema !== undefined, timeoutMs: task?.timeoutMs ?? 1, slotFree },
+        observer,
+        { ...(parent ? { parent } : {}), ...(deps.inspect ? { inspect: deps.inspect } : {}) },
+      );
     },
   };
 };

@@ -1,0 +1,282 @@
+// The job machine's common path, read out of its XState definition once per supervisor, so that
+// the runtime can run it without XState's interpreter (whose macrostep costs microseconds, and a
+// job takes three) and still run exactly what the machine says. Nothing here names a state of the
+// job machine: the path is every state on a way from the initial state to the goal state that
+// takes only "success" edges (eventless transitions, the state's own invocation finishing, and the
+// events named as on the path). Every transition of those states is described, wherever it leads:
+// the runner follows the ones that stay on the path and hands the job to XState for the others.
+//
+// Guards, actions, delays, inputs and actor logic are the machine's own implementations, called
+// the way XState calls them ({ context, event }, params). A machine that uses a shape this reader
+// does not know (nested states, a built-in action other than assign, actor logic other than a
+// promise) is refused with a MachineShapeError rather than run differently than XState would.
+import { assign, not, type AnyStateMachine } from "xstate";
+
+/** The machine no longer has a shape the derived path can run exactly as XState would. */
+export class MachineShapeError extends Error {
+  override readonly name = "MachineShapeError";
+  constructor(machineId: string, what: string) {
+    super(
+      `picket: the "${machineId}" machine has a shape the derived path cannot run exactly as XState would (${what}). ` +
+        `Keep the job machine flat, with assign and named custom actions, promise actors and at most one invocation and one delay per state, or extend src/machines/derive-path.ts and its conformance test.`,
+    );
+  }
+}
+
+// Everything a machine's implementations receive here; XState also passes `self` and `system`,
+// which no implementation on the path may use (none of the job machine's does).
+type Context = Record<string, unknown>;
+export interface MachineEvent {
+  type: string;
+  [key: string]: unknown;
+}
+interface Args {
+  context: Context;
+  event: MachineEvent;
+}
+type Guard = (context: Context, event: MachineEvent) => boolean;
+
+/** One action as the runner executes it: an assignment (a new context), or a custom action run in order. */
+export type PathAction =
+  | { kind: "assign"; name: string; apply: (context: Context, event: MachineEvent) => Context }
+  | { kind: "custom"; name: string; run: (context: Context, event: MachineEvent) => void };
+
+export interface PathBranch {
+  guard: Guard;
+  actions: PathAction[];
+  /** The state entered: a state of the path, or the key of one off it (the runner hands over to XState). */
+  target: PathState | { offPath: string } | undefined;
+}
+
+export interface PathInvocation {
+  id: string;
+  src: string;
+  input: (context: Context, event: MachineEvent) => unknown;
+  /** The promise actor's creator, called as XState calls it. */
+  run: (args: { input: unknown; signal: AbortSignal }) => PromiseLike<unknown>;
+  doneType: string;
+  errorType: string;
+}
+
+export interface PathDelay {
+  eventType: string;
+  ms: (context: Context, event: MachineEvent) => number;
+}
+
+export interface PathState {
+  key: string;
+  final: boolean;
+  entry: PathAction[];
+  /** Eventless transitions, in order: only the initial state may have them (checked). */
+  always: PathBranch[];
+  invocation: PathInvocation | undefined;
+  delay: PathDelay | undefined;
+  /** Every event this state takes, including its invocation's and delay's, with its branches in order. */
+  on: Map<string, PathBranch[]>;
+}
+
+export interface DerivedPath {
+  machine: AnyStateMachine;
+  initial: PathState;
+  states: Map<string, PathState>;
+  context: (input: unknown) => Context;
+  output: (context: Context, event: MachineEvent) => unknown;
+}
+
+export interface PathOptions {
+  /** The final state the path leads to. */
+  goal: string;
+  /** Events sent from outside that keep a job on the path (the job machine: START). */
+  events: readonly string[];
+}
+
+// Recognised by identity: XState's own `not` and `assign`, whose internals carry these.
+const NOT_CHECK = (not(() => true) as unknown as { check: unknown }).check;
+const ASSIGN_TYPE = (assign({}) as unknown as { type: string }).type;
+
+interface RawTransition {
+  target?: Array<{ key: string; parent?: unknown }>;
+  guard?: unknown;
+  actions: unknown[];
+  reenter?: boolean;
+  eventType: string;
+}
+interface RawNode {
+  key: string;
+  type: string;
+  states: Record<string, RawNode>;
+  entry: unknown[];
+  exit: unknown[];
+  always?: RawTransition[];
+  invoke: Array<{ id: string; src: unknown; input?: unknown }>;
+  after: Array<RawTransition & { delay: unknown }>;
+  transitions: Map<string, RawTransition[]>;
+}
+
+export const derivePath = (machine: AnyStateMachine, options: PathOptions): DerivedPath => {
+  const refuse = (what: string): never => {
+    throw new MachineShapeError(machine.id, what);
+  };
+  const impl = machine.implementations as unknown as {
+    guards: Record<string, unknown>;
+    actions: Record<string, unknown>;
+    actors: Record<string, unknown>;
+    delays: Record<string, unknown>;
+  };
+  const root = machine.root as unknown as RawNode & { output?: unknown };
+  const config = machine.config as { context?: unknown; output?: unknown };
+  if (root.transitions.size > 0 || root.entry.length > 0 || root.exit.length > 0 || root.invoke.length > 0 || (root.always?.length ?? 0) > 0) refuse("the root has transitions, actions or invocations");
+  const nodes = new Map(Object.entries(root.states));
+  for (const [key, node] of nodes) {
+    if (Object.keys(node.states).length > 0) refuse(`state "${key}" has child states`);
+    if (node.invoke.length > 1) refuse(`state "${key}" invokes more than one actor`);
+    if (node.after.length > 1) refuse(`state "${key}" has more than one delayed transition`);
+    // The only exit action allowed is the cancel of the state's own delay, which the runner does on leaving.
+    const delayId = node.after[0]?.eventType;
+    if (node.exit.some((a) => (a as { sendId?: unknown }).sendId !== delayId)) refuse(`state "${key}" has exit actions`);
+  }
+
+  const resolveParams = (params: unknown, args: Args): unknown => (typeof params === "function" ? params(args) : params);
+
+  const guardOf = (guard: unknown, where: string): Guard => {
+    if (guard === undefined) return () => true;
+    if (typeof guard === "string" || (typeof guard === "object" && guard !== null && "type" in guard)) {
+      const name = typeof guard === "string" ? guard : (guard as { type: string }).type;
+      const params = typeof guard === "string" ? undefined : (guard as { params?: unknown }).params;
+      const named = impl.guards[name];
+      if (typeof named !== "function") return refuse(`guard "${name}" in ${where} is not implemented`);
+      if ("check" in named) return guardOf(named, where);
+      return (context, event) => Boolean(named({ context, event }, resolveParams(params, { context, event })));
+    }
+    if (typeof guard === "function" && "check" in guard) {
+      if (guard.check !== NOT_CHECK) return refuse(`a higher-order guard other than not() in ${where}`);
+      const inner = guardOf((guard as unknown as { guards: unknown[] }).guards[0], where);
+      return (context, event) => !inner(context, event);
+    }
+    if (typeof guard === "function") return (context, event) => Boolean(guard({ context, event }));
+    return refuse(`an unknown guard in ${where}`);
+  };
+
+  const actionOf = (action: unknown, where: string): PathAction => {
+    let name = "inline";
+    let params: unknown;
+    let body = action;
+    if (typeof action === "string" || (typeof action === "object" && action !== null && "type" in action)) {
+      name = typeof action === "string" ? action : (action as { type: string }).type;
+      params = typeof action === "string" ? undefined : (action as { params?: unknown }).params;
+      body = impl.actions[name];
+    }
+    if (typeof body !== "function") return refuse(`action "${name}" in ${where} is not implemented`);
+    const builtin = body as unknown as { type?: string; assignment?: unknown };
+    if (builtin.type === ASSIGN_TYPE) {
+      const assignment = builtin.assignment;
+      return {
+        kind: "assign",
+        name,
+        apply: (context, event) => {
+          const args = { context, event };
+          const p = resolveParams(params, args);
+          if (typeof assignment === "function") return { ...context, ...assignment(args, p) };
+          const update: Context = {};
+          for (const [key, value] of Object.entries(assignment as Record<string, unknown>)) update[key] = typeof value === "function" ? value(args, p) : value;
+          return { ...context, ...update };
+        },
+      };
+    }
+    if (builtin.type !== undefined || "resolve" in body) return refuse(`built-in action "${builtin.type ?? name}" in ${where}`);
+    const run = body as (args: Args, params: unknown) => void;
+    return { kind: "custom", name, run: (context, event) => run({ context, event }, resolveParams(params, { context, event })) };
+  };
+
+  const states = new Map<string, PathState>();
+  const branchesOf = (transitions: RawTransition[], where: string): Array<PathBranch & { key: string | undefined }> =>
+    transitions.map((t) => {
+      if ((t.target?.length ?? 0) > 1) refuse(`a transition in ${where} has several targets`);
+      if (t.reenter === true) refuse(`a re-entering transition in ${where}`);
+      return {
+        key: t.target?.[0]?.key,
+        guard: guardOf(t.guard, where),
+        actions: t.actions.map((a) => actionOf(a, where)),
+        target: undefined,
+      };
+    });
+
+  // The success edges of a state: where a job goes when nothing goes wrong.
+  const successors = (node: RawNode): string[] => {
+    const keys = new Set<string>();
+    const add = (ts: RawTransition[] | undefined) => ts?.forEach((t) => t.target?.[0] && keys.add(t.target[0].key));
+    add(node.always);
+    for (const inv of node.invoke) add(node.transitions.get(`xstate.done.actor.${inv.id}`));
+    for (const type of options.events) add(node.transitions.get(type));
+    return [...keys];
+  };
+  const initialKey = (root as unknown as { initial: { target: Array<{ key: string }> } }).initial.target[0]!.key;
+  if (!nodes.has(options.goal)) refuse(`no state "${options.goal}"`);
+  const forward = new Set<string>([initialKey]);
+  for (const key of forward) for (const next of successors(nodes.get(key)!)) forward.add(next);
+  const reaches = new Set<string>([options.goal]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const key of forward)
+      if (!reaches.has(key) && successors(nodes.get(key)!).some((next) => reaches.has(next))) {
+        reaches.add(key);
+        grew = true;
+      }
+  }
+  const onPath = [...forward].filter((key) => reaches.has(key));
+  if (!onPath.includes(initialKey)) refuse(`the initial state does not lead to "${options.goal}"`);
+
+  const pending: Array<[PathBranch & { key: string | undefined }]> = [];
+  for (const key of onPath) {
+    const node = nodes.get(key)!;
+    const where = `state "${key}"`;
+    if (key !== initialKey && (node.always?.length ?? 0) > 0) refuse(`${where} has eventless transitions (only the initial state may)`);
+    if (key === initialKey && node.entry.length > 0) refuse(`the initial state has entry actions`);
+    const delayed = node.after[0];
+    // `after` is scheduled by a raise of its event in the entry actions: the delay below replaces it.
+    const schedulesDelay = (a: unknown) => delayed !== undefined && (a as { id?: unknown }).id === delayed.eventType;
+    const entry = node.entry.filter((a) => !schedulesDelay(a)).map((a) => actionOf(a, where));
+    const inv = node.invoke[0];
+    let invocation: PathInvocation | undefined;
+    if (inv) {
+      const logic = (typeof inv.src === "string" ? impl.actors[inv.src] : inv.src) as { config?: unknown } | undefined;
+      if (typeof logic?.config !== "function") refuse(`${where} invokes "${String(inv.src)}", which is not a promise actor`);
+      const input = inv.input;
+      invocation = {
+        id: inv.id,
+        src: String(inv.src),
+        input: (context, event) => (typeof input === "function" ? input({ context, event }) : input),
+        run: logic!.config as PathInvocation["run"],
+        doneType: `xstate.done.actor.${inv.id}`,
+        errorType: `xstate.error.actor.${inv.id}`,
+      };
+    }
+    let delay: PathDelay | undefined;
+    if (delayed) {
+      const d = delayed.delay;
+      const named = typeof d === "string" ? impl.delays[d] : d;
+      if (typeof named !== "number" && typeof named !== "function") refuse(`delay "${String(d)}" in ${where} is not implemented`);
+      delay = { eventType: delayed.eventType, ms: (context, event) => (typeof named === "function" ? named({ context, event }) : (named as number)) };
+    }
+    const on = new Map<string, PathBranch[]>();
+    for (const [type, ts] of node.transitions) {
+      const branches = branchesOf(ts, where);
+      branches.forEach((b) => pending.push([b]));
+      on.set(type, branches);
+    }
+    const always = branchesOf(node.always ?? [], where);
+    always.forEach((b) => pending.push([b]));
+    states.set(key, { key, final: node.type === "final", entry, always, invocation, delay, on });
+  }
+  for (const [branch] of pending) branch.target = branch.key === undefined ? undefined : (states.get(branch.key) ?? { offPath: branch.key });
+
+  const context = config.context;
+  const output = root.output;
+  return {
+    machine,
+    initial: states.get(initialKey)!,
+    states,
+    context: (input) => (typeof context === "function" ? context({ input }) : { ...(context as Context) }),
+    output: (ctx, event) => (typeof output === "function" ? output({ context: ctx, event }) : output),
+  };
+};

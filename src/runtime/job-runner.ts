@@ -1,0 +1,245 @@
+// Runs one job's machine along the path derived from its definition (src/machines/derive-path.ts):
+// the machine's own guards, actions, delays and promise actors, called in the order XState calls
+// them, without XState's interpreter. The moment the job takes a transition off the path (an
+// error, a timeout, a lost lease, the drain, a fenced write), or whenever an inspector is attached,
+// a real XState actor takes over: restored in the state the job is in, with the context it has,
+// and sent the event that leaves the path, so XState decides from there. What the path had in
+// flight (its invocation, its timer) is handed over too: their events go to the actor for as long
+// as it stays in that state, and are cancelled once it leaves.
+//
+// test/conformance.test.ts drives this runner and XState's interpreter side by side.
+import { createActor, type AnyActorRef, type AnyStateMachine, type Actor, type InspectionEvent, type Observer } from "xstate";
+import type { DerivedPath, MachineEvent, PathAction, PathBranch, PathState } from "../machines/derive-path.ts";
+
+type Context = Record<string, unknown>;
+export type RunStatus = "active" | "done" | "error" | "stopped";
+
+export interface RunObserver<Output = unknown> {
+  /** The job's state after an event was taken (one macrostep, as XState's `next`). */
+  changed?: (state: string) => void;
+  /** The machine reached a final state; its output, as the machine's `output` maps it. */
+  done: (output: Output) => void;
+  failed: (error: unknown) => void;
+}
+
+/** With either, the job runs as an XState actor from its start, so that an inspector sees all of it. */
+export interface RunOptions {
+  /** The actor the job's actor runs under (the supervisor's): its system's inspector sees the job. */
+  parent?: AnyActorRef;
+  /** An inspector for the job's own actor (a job run on its own, without a parent). */
+  inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+}
+
+const INIT: MachineEvent = { type: "xstate.init" };
+
+export class JobRun<Output = unknown> {
+  private node: PathState;
+  private ctx: Context;
+  private runStatus: RunStatus = "active";
+  private runOutput: unknown;
+  /** The XState actor that took over, once the job left the path. */
+  private taken: Actor<AnyStateMachine> | undefined;
+  // What the current state has in flight: its invocation's abort controller and its delay's timer.
+  // A generation tells a settled invocation or a fired timer of a state already left from the current one.
+  private generation = 0;
+  private controller: AbortController | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  private readonly path: DerivedPath;
+  private readonly input: unknown;
+  private readonly observer: RunObserver<Output>;
+  private readonly options: RunOptions;
+
+  constructor(path: DerivedPath, input: unknown, observer: RunObserver<Output>, options: RunOptions) {
+    this.path = path;
+    this.input = input;
+    this.observer = observer;
+    this.options = options;
+    this.node = path.initial;
+    this.ctx = undefined as unknown as Context;
+  }
+
+  get state(): string {
+    return this.taken ? String(this.taken.getSnapshot().value) : this.node.key;
+  }
+
+  get status(): RunStatus {
+    return this.taken ? this.taken.getSnapshot().status : this.runStatus;
+  }
+
+  get output(): unknown {
+    return this.taken ? this.taken.getSnapshot().output : this.runOutput;
+  }
+
+  get context(): Context {
+    return this.taken ? this.taken.getSnapshot().context : this.ctx;
+  }
+
+  /** The XState actor running the job, once it left the path (or from its start, with an inspector). */
+  get actor(): Actor<AnyStateMachine> | undefined {
+    return this.taken;
+  }
+
+  start(): void {
+    if (this.options.parent || this.options.inspect) return this.takeOver(undefined);
+    try {
+      this.ctx = this.path.context(this.input);
+      // The initial state's eventless transitions decide before anything has run: a branch off the
+      // path lets XState run the job from its start.
+      const branch = this.choose(this.node.always, INIT);
+      if (branch === undefined || !isOnPath(branch.target)) return this.takeOver(undefined);
+      this.take(branch, INIT);
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  send(event: MachineEvent): void {
+    if (this.taken) return this.forward(event);
+    if (this.runStatus !== "active") return;
+    try {
+      const branches = this.node.on.get(event.type);
+      const branch = branches && this.choose(branches, event);
+      // An event the state does not take is dropped, as XState drops it; an unhandled error is XState's to report.
+      if (branch === undefined) {
+        if (event.type.startsWith("xstate.error.")) this.takeOver(event);
+      } else if (!isOnPath(branch.target)) this.takeOver(event);
+      else this.take(branch, event);
+    } catch (error) {
+      // A guard or an action threw: the machine fails, as XState's would.
+      this.fail(error);
+    }
+  }
+
+  private choose(branches: PathBranch[], event: MachineEvent): PathBranch | undefined {
+    for (const branch of branches) if (branch.guard(this.ctx, event)) return branch;
+    return undefined;
+  }
+
+  /**
+   * One transition along the path, in XState's order: the transition's actions and the target's
+   * entry actions (custom ones run as they come), then what the state left had started is
+   * cancelled, then the target starts its own.
+   */
+  private take(branch: PathBranch, event: MachineEvent): void {
+    const target = branch.target as PathState | undefined;
+    this.act(branch.actions, event);
+    if (target !== undefined) {
+      this.act(target.entry, event);
+      this.leaveState();
+      this.node = target;
+      if (target.final) {
+        this.runStatus = "done";
+        this.runOutput = this.path.output(this.ctx, { type: `xstate.done.state.${this.path.machine.id}` });
+      } else this.enter(target, event);
+    }
+    this.observer.changed?.(this.node.key);
+    if (this.runStatus === "done") this.observer.done(this.runOutput as Output);
+  }
+
+  private act(actions: PathAction[], event: MachineEvent): void {
+    for (const action of actions) {
+      if (action.kind === "assign") this.ctx = action.apply(this.ctx, event);
+      else action.run(this.ctx, event);
+    }
+  }
+
+  /** Starts the state's invocation and delay, as XState does once its entry actions have run. */
+  private enter(state: PathState, event: MachineEvent): void {
+    const generation = this.generation;
+    if (state.delay) {
+      const { eventType } = state.delay;
+      this.timer = setTimeout(() => generation === this.generation && this.settled({ type: eventType }), state.delay.ms(this.ctx, event));
+    }
+    const invocation = state.invocation;
+    if (invocation) {
+      const controller = (this.controller = new AbortController());
+      const input = invocation.input(this.ctx, event);
+      let promise: PromiseLike<unknown>;
+      try {
+        promise = invocation.run({ input, signal: controller.signal });
+      } catch (error) {
+        promise = Promise.reject(error);
+      }
+      // A settled invocation has nothing left to abort when its state is left, as in XState.
+      const settled = (event: MachineEvent) => {
+        if (generation !== this.generation) return;
+        this.controller = undefined;
+        this.settled(event);
+      };
+      Promise.resolve(promise).then(
+        (output) => settled({ type: invocation.doneType, output }),
+        (error: unknown) => settled({ type: invocation.errorType, error }),
+      );
+    }
+  }
+
+  /** The current state's invocation finished or its delay fired. */
+  private settled(event: MachineEvent): void {
+    if (this.taken) this.forward(event);
+    else this.send(event);
+  }
+
+  /** Leaving a state cancels what it started: the invocation's signal aborts, its timer is cleared. */
+  private leaveState(): void {
+    this.generation++;
+    this.controller?.abort();
+    this.controller = undefined;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /**
+   * XState takes the job over: from its start (nothing has run yet), or restored in the current
+   * state with the current context and sent the event that leaves the path.
+   */
+  private takeOver(event: MachineEvent | undefined): void {
+    const machine = this.path.machine;
+    const { parent, inspect } = this.options;
+    let actor: Actor<AnyStateMachine>;
+    if (event === undefined) actor = createActor(machine, { input: this.input, ...(parent ? { parent } : inspect ? { inspect } : {}) });
+    else {
+      // The first microstep that leaves the state cancels what the path had started there: after
+      // that step's custom actions, before the next state starts anything, as XState orders them.
+      const watch = (e: InspectionEvent) => {
+        if (e.type !== "@xstate.microstep" || e.actorRef !== actor) return;
+        const step = e as InspectionEvent & { _transitions: Array<{ target?: unknown[] }> };
+        if (e.snapshot.status !== "active" || step._transitions.some((t) => (t.target?.length ?? 0) > 0)) this.leaveState();
+      };
+      actor = createActor(machine, { snapshot: machine.resolveState({ value: this.node.key, context: this.ctx }), inspect: watch });
+    }
+    this.taken = actor;
+    actor.subscribe({
+      next: (snapshot) => {
+        if (snapshot.status === "active") this.observer.changed?.(String(snapshot.value));
+      },
+      complete: () => {
+        this.observer.changed?.(String(actor.getSnapshot().value));
+        this.observer.done(actor.getSnapshot().output as Output);
+      },
+      error: (error) => {
+        this.leaveState();
+        this.observer.failed(error);
+      },
+    });
+    actor.start();
+    if (event !== undefined) actor.send(event);
+  }
+
+  /** An event for the actor that took over (the path's own invocation and timer included, until it leaves their state). */
+  private forward(event: MachineEvent): void {
+    this.taken!.send(event);
+  }
+
+  private fail(error: unknown): void {
+    this.leaveState();
+    this.runStatus = "error";
+    this.observer.failed(error);
+  }
+}
+
+const isOnPath = (target: PathBranch["target"]): boolean => target === undefined || !("offPath" in target);
+
+/** Creates (does not start) the run of one job along the path. */
+export const runAlongPath = <Output>(path: DerivedPath, input: unknown, observer: RunObserver<Output>, options: RunOptions = {}): JobRun<Output> =>
+  new JobRun(path, input, observer, options);

@@ -1,0 +1,249 @@
+// The derived path runs the job machine exactly as XState's interpreter does. Both are driven side
+// by side with the same machine, the same promise actors (settled by the test) and the same fake
+// clock: over every simple path the machine's graph generates, and over random event sequences.
+// After every step the two must agree on the state, the status, the context, the output, and the
+// log of what ran (invocations started with their input, invocations aborted, custom actions).
+import fc from "fast-check";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { and, createActor, createMachine, fromCallback, fromPromise, raise, type AnyStateMachine } from "xstate";
+import { getSimplePaths } from "xstate/graph";
+import type { ClaimedJob } from "../src/db/index.ts";
+import { derivePath, MachineShapeError } from "../src/machines/derive-path.ts";
+import { jobMachine, type JobMachineInput } from "../src/machines/job-machine.ts";
+import { runAlongPath } from "../src/runtime/job-runner.ts";
+
+type AnyEvent = { type: string; [key: string]: unknown };
+
+const TIMEOUT_MS = 1_000;
+const SOURCES = ["validatePayload", "runHandler", "writeCompletion", "writeFailure", "writeDeadLetter", "writeRelease"] as const;
+
+const job = (token: string): ClaimedJob =>
+  ({ id: "7", type: "mail", payload: { to: "a@example.com" }, claimToken: token, leaseMs: 30_000, attempts: 1, maxAttempts: 3 }) as unknown as ClaimedJob;
+
+const inputs: Array<{ name: string; input: JobMachineInput }> = [];
+for (const token of ["tok", ""])
+  for (const hasHandler of [true, false])
+    for (const hasSchema of [false, true])
+      for (const slotFree of [true, false])
+        inputs.push({
+          name: `${token ? "token" : "no token"}, ${hasHandler ? "handler" : "no handler"}, ${hasSchema ? "schema" : "no schema"}, ${slotFree ? "slot" : "no slot"}`,
+          input: { job: job(token), hasHandler, hasSchema, timeoutMs: TIMEOUT_MS, slotFree },
+        });
+
+const applied = (status: string) => ({ id: "7", outcome: "applied", status, runAt: new Date(0), lockUntil: null });
+const failure = (error: unknown) => error;
+
+/** The events the test can produce: sent by the supervisor, or the outcome of the state's invocation, or its timeout. */
+const EVENTS: AnyEvent[] = [
+  { type: "START" },
+  { type: "RELEASE" },
+  { type: "DRAIN_DEADLINE" },
+  { type: "LEASE_LOST" },
+  { type: "LEASE_EXPIRED", unconfirmedMs: 31_234 },
+  { type: "ABANDON" },
+  { type: "xstate.done.actor.payloadCheck", output: undefined },
+  { type: "xstate.error.actor.payloadCheck", error: failure({ permanent: false, message: "to: not an address" }) },
+  { type: "xstate.error.actor.payloadCheck", error: failure({ permanent: false, leaseLapsed: true, message: "lapsed" }) },
+  { type: "xstate.done.actor.handler", output: { sent: 1 } },
+  { type: "xstate.error.actor.handler", error: failure({ permanent: true, message: "never" }) },
+  { type: "xstate.error.actor.handler", error: failure({ permanent: false, leaseLapsed: true, message: "lapsed" }) },
+  { type: "xstate.error.actor.handler", error: new Error("boom") },
+  { type: "xstate.done.actor.write", output: applied("succeeded") },
+  { type: "xstate.done.actor.write", output: applied("pending") },
+  { type: "xstate.done.actor.write", output: applied("dead") },
+  { type: "xstate.done.actor.write", output: { id: "7", outcome: "fenced" } },
+  { type: "xstate.error.actor.write", error: new Error("connection lost") },
+  { type: "xstate.after.jobTimeout.job.running" },
+  { type: "xstate.after.jobTimeout.job.checkingPayload" },
+];
+
+/**
+ * The job machine with promise actors the test settles and custom actions that log. One per side:
+ * each side's log must come out the same.
+ */
+const harness = () => {
+  const log: string[] = [];
+  let live: { src: string; resolve: (value: unknown) => void; reject: (error: unknown) => void; signal: AbortSignal } | undefined;
+  const actor = (src: string) =>
+    fromPromise<unknown, unknown>(({ input, signal }) => {
+      log.push(`start ${src} ${JSON.stringify(input)}`);
+      signal.addEventListener("abort", () => log.push(`abort ${src}`));
+      return new Promise((resolve, reject) => (live = { src, resolve, reject, signal }));
+    });
+  const report = (name: string) => ({ context }: { context: { outcome: unknown; intended: unknown; writeError: unknown } }) =>
+    log.push(`${name} outcome=${String(context.outcome)} intended=${String(context.intended)} writeError=${String(context.writeError)}`);
+  const machine = jobMachine.provide({
+    actors: Object.fromEntries(SOURCES.map((src) => [src, actor(src)])) as never,
+    actions: { reportFenced: report("reportFenced"), reportAbandoned: report("reportAbandoned"), reportRefused: report("reportRefused") },
+  });
+  return {
+    machine,
+    log,
+    /** Settles the invocation in flight, if one is and has not been aborted: true when it did. */
+    settle(event: AnyEvent): boolean {
+      const current = live;
+      if (current === undefined || current.signal.aborted) return false;
+      live = undefined;
+      if (event.type.startsWith("xstate.done.actor.")) current.resolve(event.output);
+      else current.reject(event.error);
+      return true;
+    },
+  };
+};
+
+interface Side {
+  view(): { state: string; status: string; context: unknown; output: unknown };
+  send(event: AnyEvent): void;
+  settle(event: AnyEvent): boolean;
+  log: string[];
+}
+
+const interpreter = (input: JobMachineInput): Side => {
+  const h = harness();
+  const actor = createActor(h.machine, { input });
+  actor.subscribe({ error: () => undefined });
+  actor.start();
+  return {
+    view: () => {
+      const s = actor.getSnapshot();
+      return { state: String(s.value), status: s.status, context: s.context, output: s.output };
+    },
+    send: (event) => actor.send(event as never),
+    settle: h.settle,
+    log: h.log,
+  };
+};
+
+const derived = (input: JobMachineInput, derive: (machine: AnyStateMachine) => ReturnType<typeof derivePath>): Side => {
+  const h = harness();
+  const run = runAlongPath(derive(h.machine), input, { done: () => undefined, failed: () => undefined });
+  run.start();
+  return {
+    view: () => ({ state: run.state, status: run.status, context: run.context, output: run.output }),
+    send: (event) => run.send(event),
+    settle: h.settle,
+    log: h.log,
+  };
+};
+
+const derive = (machine: AnyStateMachine) => derivePath(machine, { goal: "done", events: ["START"] });
+
+// Promise settlements reach the machine a few microtasks later.
+const flush = async () => {
+  for (let i = 0; i < 10; i++) await Promise.resolve();
+};
+
+/** Applies one event to a side the way the world would produce it. */
+const apply = (side: Side, event: AnyEvent): void => {
+  if (event.type.startsWith("xstate.after.")) return; // time, advanced for both sides at once
+  if (event.type.startsWith("xstate.done.actor.") || event.type.startsWith("xstate.error.actor.")) {
+    side.settle(event);
+    return;
+  }
+  side.send(event);
+};
+
+/** Drives both sides through the events; they must agree after every step. */
+const conform = async (input: JobMachineInput, events: AnyEvent[]) => {
+  const xstate = interpreter(input);
+  const path = derived(input, derive);
+  const views: unknown[] = [];
+  const compare = (step: string) => {
+    const a = xstate.view();
+    const b = path.view();
+    expect(b, `after ${step}`).toEqual(a);
+    expect(path.log, `log after ${step}`).toEqual(xstate.log);
+    views.push(a);
+  };
+  await flush();
+  compare("start");
+  for (const event of events) {
+    apply(xstate, event);
+    apply(path, event);
+    if (event.type.startsWith("xstate.after.")) await vi.advanceTimersByTimeAsync(TIMEOUT_MS);
+    await flush();
+    compare(event.type);
+  }
+  return { final: xstate.view(), views };
+};
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const modelPaths = inputs.flatMap(({ name, input }) =>
+  getSimplePaths(jobMachine, { input, events: EVENTS as never, toState: (snapshot) => snapshot.status === "done" }).map((path) => ({
+    name: `${name}: ${path.steps.slice(1).map((s) => s.event.type).join(" > ") || "(always)"} => ${String(path.state.value)}`,
+    input,
+    events: path.steps.slice(1).map((s) => s.event as AnyEvent),
+    final: String(path.state.value),
+  })),
+);
+
+describe("the derived path runs the job machine as XState's interpreter does", () => {
+  it("generates paths covering every final state from every input", () => {
+    expect(new Set(modelPaths.map((p) => p.final))).toEqual(new Set(["done", "fenced", "abandoned", "refused"]));
+    expect(modelPaths.length).toBeGreaterThan(100);
+  });
+
+  it.each(modelPaths)("$name", async ({ input, events, final }) => {
+    const { final: reached } = await conform(input, events);
+    expect(reached.state).toBe(final);
+    expect(reached.status).toBe("done");
+  });
+
+  it("random event sequences, any input", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...inputs), fc.array(fc.constantFrom(...EVENTS), { maxLength: 10 }), async ({ input }, events) => {
+        await conform(input, events);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("a job that completes never leaves the path: no XState actor is created for it", async () => {
+    for (const { input } of inputs.filter(({ input }) => input.hasHandler && input.job.claimToken !== "")) {
+      const h = harness();
+      const run = runAlongPath(derive(h.machine), input, { done: () => undefined, failed: () => undefined });
+      run.start();
+      if (!input.slotFree) run.send({ type: "START" });
+      const success: Record<string, AnyEvent> = { checkingPayload: EVENTS[6]!, running: EVENTS[9]!, completing: EVENTS[13]! };
+      for (let step = 0; step < 3 && run.state !== "done"; step++) {
+        h.settle(success[run.state]!);
+        await flush();
+      }
+      expect(run.state).toBe("done");
+      expect(run.output).toMatchObject({ outcome: "completed" });
+      expect(run.actor, "the path ran the job on its own").toBeUndefined();
+    }
+  });
+
+  it("hands a job that leaves the path to an XState actor in the state it was in", async () => {
+    const h = harness();
+    const run = runAlongPath(derive(h.machine), inputs[0]!.input, { done: () => undefined, failed: () => undefined });
+    run.start();
+    run.send({ type: "LEASE_EXPIRED", unconfirmedMs: 31_000 });
+    expect(run.actor?.getSnapshot().value).toBe("failing");
+    expect(h.log.slice(-2)).toEqual(["abort runHandler", expect.stringMatching(/^start writeFailure /)]);
+  });
+});
+
+describe("the derivation refuses a machine it cannot run as XState would", () => {
+  const flat = { initial: "a", states: { a: { on: { GO: "done" } }, done: { type: "final" as const } } };
+  it.each([
+    ["child states", createMachine({ initial: "a", states: { a: { initial: "x", states: { x: { on: { GO: "#m.done" } } } }, done: { type: "final" } }, id: "m" })],
+    ["a built-in action other than assign", createMachine({ ...flat, states: { ...flat.states, a: { on: { GO: { target: "done", actions: raise({ type: "X" }) } } } } })],
+    ["a higher-order guard other than not()", createMachine({ ...flat, states: { ...flat.states, a: { on: { GO: { target: "done", guard: and([() => true]) } } } } })],
+    ["an actor that is not a promise", createMachine({ ...flat, states: { ...flat.states, a: { invoke: { src: fromCallback(() => undefined), onDone: "done" } } } })],
+    ["a goal the initial state does not lead to", createMachine({ ...flat, states: { a: {}, done: { type: "final" } } })],
+  ])("%s", (_, machine) => {
+    expect(() => derivePath(machine, { goal: "done", events: ["GO"] })).toThrow(MachineShapeError);
+  });
+
+  it("and derives the job machine's path: claimed, waiting, the payload check, running, completing, dead-lettering, done", () => {
+    expect([...derive(jobMachine).states.keys()].sort()).toEqual(["checkingPayload", "claimed", "completing", "deadLettering", "done", "running", "waitingForSlot"]);
+  });
+});
