@@ -98,10 +98,13 @@ interface Side {
   log: string[];
 }
 
-const interpreter = (input: JobMachineInput): Side => {
+const derive = (machine: AnyStateMachine) => derivePath(machine, { goal: "done", events: ["START"] });
+
+const interpreter = (input: JobMachineInput, early: AnyEvent[]): Side => {
   const h = harness();
   const actor = createActor(h.machine, { input });
   actor.subscribe({ error: () => undefined });
+  for (const event of early) actor.send(event as never);
   actor.start();
   return {
     view: () => {
@@ -114,9 +117,10 @@ const interpreter = (input: JobMachineInput): Side => {
   };
 };
 
-const derived = (input: JobMachineInput, derive: (machine: AnyStateMachine) => ReturnType<typeof derivePath>): Side => {
+const derived = (input: JobMachineInput, early: AnyEvent[]): Side => {
   const h = harness();
   const run = runAlongPath(derive(h.machine), input, { done: () => undefined, failed: () => undefined });
+  for (const event of early) run.send(event);
   run.start();
   return {
     view: () => ({ state: run.state, status: run.status, context: run.context, output: run.output }),
@@ -126,7 +130,6 @@ const derived = (input: JobMachineInput, derive: (machine: AnyStateMachine) => R
   };
 };
 
-const derive = (machine: AnyStateMachine) => derivePath(machine, { goal: "done", events: ["START"] });
 
 // Promise settlements reach the machine a few microtasks later.
 const flush = async () => {
@@ -143,10 +146,10 @@ const apply = (side: Side, event: AnyEvent): void => {
   side.send(event);
 };
 
-/** Drives both sides through the events; they must agree after every step. */
-const conform = async (input: JobMachineInput, events: AnyEvent[]) => {
-  const xstate = interpreter(input);
-  const path = derived(input, derive);
+/** Drives both sides through the events (`early` ones sent before the start); they must agree after every step. */
+const conform = async (input: JobMachineInput, events: AnyEvent[], early: AnyEvent[] = []) => {
+  const xstate = interpreter(input, early);
+  const path = derived(input, early);
   const views: unknown[] = [];
   const compare = (step: string) => {
     const a = xstate.view();
@@ -195,12 +198,18 @@ describe("the derived path runs the job machine as XState's interpreter does", (
     expect(reached.status).toBe("done");
   });
 
-  it("random event sequences, any input", async () => {
+  it("random event sequences, any input, some sent before the job's start (as the supervisor may)", async () => {
+    const sent = EVENTS.slice(0, 6);
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...inputs), fc.array(fc.constantFrom(...EVENTS), { maxLength: 10 }), async ({ input }, events) => {
-        await conform(input, events);
-      }),
-      { numRuns: 300 },
+      fc.asyncProperty(
+        fc.constantFrom(...inputs),
+        fc.array(fc.constantFrom(...sent), { maxLength: 2 }),
+        fc.array(fc.constantFrom(...EVENTS), { maxLength: 10 }),
+        async ({ input }, early, events) => {
+          await conform(input, events, early);
+        },
+      ),
+      { numRuns: 400 },
     );
   });
 

@@ -3,6 +3,7 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { checkSchemaName, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, InvalidConfigError } from "../db/index.ts";
+import type { Inspector } from "./inspection.ts";
 import type { Logger } from "./logger.ts";
 import type { Task } from "./task.ts";
 
@@ -63,8 +64,12 @@ export interface SupervisorOptions {
   logger?: Logger;
   /** Include payloads in job log lines; default false. */
   logPayloads?: boolean;
-  /** XState inspection callback (e.g. @statelyai/inspect's), attached to every machine. */
-  inspect?: (event: unknown) => void;
+  /**
+   * An XState inspector (a callback, or @statelyai/inspect's `inspector.inspect`): it sees the
+   * supervisor's actor and, under it, an actor for every job. Payloads and results are redacted
+   * unless logPayloads is on. Jobs then run on XState's interpreter rather than the derived path.
+   */
+  inspect?: Inspector;
 }
 
 export interface ResolvedConfig {

@@ -8,7 +8,8 @@
 // as it stays in that state, and are cancelled once it leaves.
 //
 // test/conformance.test.ts drives this runner and XState's interpreter side by side.
-import { createActor, type AnyActorRef, type AnyStateMachine, type Actor, type InspectionEvent, type Observer } from "xstate";
+import { createActor, type AnyActorRef, type AnyStateMachine, type Actor, type InspectionEvent } from "xstate";
+import type { Inspector } from "./inspection.ts";
 import type { DerivedPath, MachineEvent, PathAction, PathBranch, PathState } from "../machines/derive-path.ts";
 
 type Context = Record<string, unknown>;
@@ -27,7 +28,7 @@ export interface RunOptions {
   /** The actor the job's actor runs under (the supervisor's): its system's inspector sees the job. */
   parent?: AnyActorRef;
   /** An inspector for the job's own actor (a job run on its own, without a parent). */
-  inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+  inspect?: Inspector;
 }
 
 const INIT: MachineEvent = { type: "xstate.init" };
@@ -44,6 +45,8 @@ export class JobRun<Output = unknown> {
   private generation = 0;
   private controller: AbortController | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
+  /** Events sent before start(): taken once it has run, in order, as an XState actor's mailbox does. */
+  private early: MachineEvent[] | undefined = [];
 
   private readonly path: DerivedPath;
   private readonly input: unknown;
@@ -81,20 +84,27 @@ export class JobRun<Output = unknown> {
   }
 
   start(): void {
-    if (this.options.parent || this.options.inspect) return this.takeOver(undefined);
-    try {
-      this.ctx = this.path.context(this.input);
-      // The initial state's eventless transitions decide before anything has run: a branch off the
-      // path lets XState run the job from its start.
-      const branch = this.choose(this.node.always, INIT);
-      if (branch === undefined || !isOnPath(branch.target)) return this.takeOver(undefined);
-      this.take(branch, INIT);
-    } catch (error) {
-      this.fail(error);
+    const early = this.early;
+    if (early === undefined) return;
+    this.early = undefined;
+    if (this.options.parent || this.options.inspect) this.takeOver(undefined);
+    else {
+      try {
+        this.ctx = this.path.context(this.input);
+        // The initial state's eventless transitions decide before anything has run: a branch off
+        // the path lets XState run the job from its start.
+        const branch = this.choose(this.node.always, INIT);
+        if (branch === undefined || !isOnPath(branch.target)) this.takeOver(undefined);
+        else this.take(branch, INIT);
+      } catch (error) {
+        this.fail(error);
+      }
     }
+    for (const event of early) this.send(event);
   }
 
   send(event: MachineEvent): void {
+    if (this.early !== undefined) return void this.early.push(event);
     if (this.taken) return this.forward(event);
     if (this.runStatus !== "active") return;
     try {

@@ -4,7 +4,7 @@
 // claimed row), so providing the machine once costs nothing per job. Measured
 // (bench/throughput.ts): providing it per job spent ~20% of a worker's CPU building state nodes.
 import { Effect } from "effect";
-import { fromPromise, type AnyActorRef, type InspectionEvent, type Observer } from "xstate";
+import { fromPromise, type AnyActorRef } from "xstate";
 import {
   completeJobs,
   deadLetterJobs,
@@ -23,6 +23,7 @@ import { dbWrite } from "./db-write.ts";
 import { jobLogger, type Logger } from "./logger.ts";
 import { runHandler } from "./run-handler.ts";
 import { checkPayload, type HandlerContext, type Task } from "./task.ts";
+import type { Inspector } from "./inspection.ts";
 import { runAlongPath, type JobRun, type RunObserver } from "./job-runner.ts";
 import { createWriteBatcher } from "./write-batcher.ts";
 
@@ -63,7 +64,7 @@ export interface JobRuntimeDeps {
   /** Every job runs as an XState actor under this one (the supervisor's), seen by its inspector. */
   parent?: () => AnyActorRef | undefined;
   /** Every job runs as an XState actor with this inspector (a job runtime used on its own). */
-  inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+  inspect?: Inspector;
 }
 
 export interface JobRuntime {

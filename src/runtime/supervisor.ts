@@ -27,6 +27,7 @@ import { supervisorMachine, type PollOutput } from "../machines/supervisor-machi
 import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
 import { startHealthServer, type HealthCheck, type HealthReport } from "./health-server.ts";
 import { createJobRuntime, type JobHandle, type JobRuntime } from "./job-runtime.ts";
+import { inspectorFor } from "./inspection.ts";
 import { leaseMarginMs, LeaseWatch, localDeadline } from "./lease-watch.ts";
 import { listenForJobs } from "./listener.ts";
 import { createLogger, type Logger } from "./logger.ts";
@@ -197,6 +198,7 @@ export class Supervisor {
       statementTimeoutMs: this.config.statementTimeoutMs,
     }));
     if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
+    const inspect = this.options.inspect && inspectorFor(this.options.inspect, this.config.logPayloads);
     this.jobs = createJobRuntime({
       db: this.pool,
       statements: this.statements,
@@ -216,7 +218,9 @@ export class Supervisor {
         const entry = this.running.get(job);
         return entry !== undefined && localDeadline(entry.confirmedAt, job.leaseMs) > performance.now();
       },
-      ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
+      // With an inspector, every job runs as an actor under the supervisor's, so that the
+      // inspector sees one tree.
+      ...(inspect ? { parent: () => this.actor } : {}),
     });
     const machine = supervisorMachine.provide({
       actors: {
@@ -247,7 +251,7 @@ export class Supervisor {
     });
     this.actor = createActor(machine, {
       input: { pollIntervalMs: this.config.pollIntervalMs, drainTimeoutMs: this.config.drainTimeoutMs, releaseGraceMs: RELEASE_GRACE_MS },
-      ...(this.options.inspect ? { inspect: this.options.inspect } : {}),
+      ...(inspect ? { inspect } : {}),
     });
     this.actor.subscribe({ error: (error) => this.logger.fatal({ err: error }, "supervisor machine failed") });
     const health = this.config.health;

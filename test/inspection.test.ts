@@ -1,0 +1,66 @@
+// An inspector attached to a supervisor sees one tree: the supervisor's actor at its root and an
+// actor per job under it, whose snapshots follow the job's states; payloads and results only when
+// logPayloads is on. The inspector here is @statelyai/inspect's own, with an adapter that keeps
+// what it would send to the Stately visualizer.
+import { createInspector } from "@statelyai/inspect";
+import { describe, expect, it } from "vitest";
+import { enqueueJobs } from "../src/db/index.ts";
+import { REDACTED } from "../src/runtime/inspection.ts";
+import { defineTask } from "../src/runtime/task.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { startWorker } from "./support/worker.ts";
+
+const db = useTestDatabase();
+
+interface Sent {
+  type: string;
+  name?: string;
+  sessionId: string;
+  parentId?: string;
+  snapshot?: { value?: unknown; status?: string; context?: { job?: { payload?: unknown }; result?: unknown }; input?: unknown; output?: unknown };
+  event?: { type: string; input?: unknown; output?: unknown };
+}
+
+const SECRET = "s3cret-card-number";
+
+const inspectedRun = async (logPayloads: boolean) => {
+  const sent: Sent[] = [];
+  const inspector = createInspector({ send: (event) => void sent.push(event as Sent), start: () => undefined, stop: () => undefined });
+  const type = `inspected-${logPayloads}`;
+  const task = defineTask({ name: type, handler: async (payload: { card: string }) => ({ charged: payload.card }) });
+  await enqueueJobs(db.pool, [{ type, payload: { card: SECRET } }, { type, payload: { card: SECRET } }]);
+  const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [task], inspect: inspector.inspect, logPayloads });
+  await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(2);
+  await supervisor.stop();
+  // @statelyai/inspect hands events on when the event loop is idle.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  return sent;
+};
+
+describe("an inspector attached to a supervisor", () => {
+  it("sees one supervisor actor with the jobs' actors under it, their snapshots following the job's states, and no payload", async () => {
+    const sent = await inspectedRun(false);
+    const actors = sent.filter((e) => e.type === "@xstate.actor");
+    const supervisors = actors.filter((e) => e.name === "supervisor");
+    expect(supervisors).toHaveLength(1);
+    const root = supervisors[0]!.sessionId;
+    expect(supervisors[0]!.parentId).toBeUndefined();
+    const jobs = actors.filter((e) => e.name === "job");
+    expect(jobs).toHaveLength(2);
+    for (const job of jobs) {
+      expect(job.parentId, "each job's actor is a child of the supervisor's").toBe(root);
+      const states = sent.filter((e) => e.type === "@xstate.snapshot" && e.sessionId === job.sessionId).map((e) => e.snapshot!.value);
+      expect(states.filter((s, i) => s !== states[i - 1])).toEqual(["running", "completing", "done"]);
+    }
+    const everything = JSON.stringify(sent);
+    expect(everything).not.toContain(SECRET);
+    expect(everything).toContain(REDACTED);
+  });
+
+  it("shows payloads and results when logPayloads is on", async () => {
+    const sent = await inspectedRun(true);
+    const done = sent.find((e) => e.type === "@xstate.snapshot" && e.snapshot?.value === "done");
+    expect(done?.snapshot?.context).toMatchObject({ job: { payload: { card: SECRET } }, result: { charged: SECRET } });
+    expect(JSON.stringify(sent)).not.toContain(REDACTED);
+  });
+});
