@@ -3,7 +3,6 @@
 // claimed job. Everything job-specific reaches the actors through the machine's context (the
 // claimed row), so providing the machine once costs nothing per job. Measured
 // (bench/throughput.ts): providing it per job spent ~20% of a worker's CPU building state nodes.
-import { Effect } from "effect";
 import { fromPromise, type AnyActorRef } from "xstate";
 import {
   completeJobs,
@@ -19,7 +18,7 @@ import {
 } from "../db/index.ts";
 import { derivePath } from "../machines/derive-path.ts";
 import { jobMachine, type HandlerFailure, type JobError, type JobMachineEvent, type JobOutcome, type WriteInput } from "../machines/job-machine.ts";
-import { dbWrite } from "./db-write.ts";
+import { writeOutcome } from "./db-write.ts";
 import { jobLogger, type Logger } from "./logger.ts";
 import { runHandler } from "./run-handler.ts";
 import { checkPayload, type HandlerContext, type Task } from "./task.ts";
@@ -72,13 +71,6 @@ export interface JobRuntime {
   create(job: ClaimedJob, slotFree: boolean, observer: JobObserver): JobHandle;
 }
 
-/** Runs an Effect under the actor's signal, so leaving the state interrupts it. */
-const runUnder = <A, E>(effect: Effect.Effect<A, E>, signal: AbortSignal): Promise<A> =>
-  Effect.runPromise(Effect.result(effect), { signal }).then((result) => {
-    if (result._tag === "Failure") throw result.failure;
-    return result.success;
-  });
-
 const errorText = (error: JobError | null): string => (error === null ? "unknown error" : `${error.kind}: ${error.message}`);
 
 const claimOf = (job: ClaimedJob): Claim => ({ id: job.id, token: job.claimToken });
@@ -101,16 +93,19 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   // The signal aborts when the machine leaves the write state (ABANDON): a batched write not yet
   // sent is dropped, a statement of its own is cancelled, and no retry follows.
   const write = (run: (input: WriteInput, signal: AbortSignal) => Promise<FencedResult>) =>
-    fromPromise<FencedResult, WriteInput>(({ input, signal }) =>
-      runUnder(dbWrite(() => run(input, signal)), signal),
-    );
+    fromPromise<FencedResult, WriteInput>(({ input, signal }) => writeOutcome(() => run(input, signal), signal));
 
   const handlerContext = (job: ClaimedJob): Omit<HandlerContext, "signal"> => {
-    const logger = log(job);
+    // The job's logger is made when first used: most handlers never log, and a pino child per
+    // in-flight job was a measurable share of its memory.
+    let jobLog: Logger | undefined;
+    const logger = () => (jobLog ??= log(job));
     const idempotencyKey = `picket:${schema}:${job.id}`;
     return {
       job: { id: job.id, task: job.type, attempt: job.attempts, maxAttempts: job.maxAttempts, enqueuedAt: job.createdAt },
-      logger,
+      get logger() {
+        return logger();
+      },
       idempotencyKey,
       stepKey: (step) => `${idempotencyKey}:${step}`,
       // Progress is telemetry: a failed write is logged, never thrown into the handler. A fenced
@@ -126,11 +121,11 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
             if (result?.outcome === "applied") deps.leaseConfirmed(job, sentAt);
             if (result?.outcome === "fenced") deps.leaseLost(job);
             if (result?.outcome !== "busy") return;
-            if (wait > 160) return logger.debug("progress not written: the job's row is held by another session");
+            if (wait > 160) return logger().debug("progress not written: the job's row is held by another session");
             await new Promise((resolve) => setTimeout(resolve, wait));
           }
         } catch (error) {
-          logger.warn({ err: error }, "progress write failed; the job goes on");
+          logger().warn({ err: error }, "progress write failed; the job goes on");
         }
       },
     };
@@ -144,10 +139,9 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
         if (task !== undefined) await checkPayload(task, input.job.payload);
       }),
       runHandler: fromPromise<unknown, { job: ClaimedJob }>(({ input, signal }) =>
-        !deps.leaseProvable(input.job) ? lapsed(input.job) : runUnder<unknown, HandlerFailure>(
-          runHandler(deps.taskFor(input.job.type)!, input.job.payload, handlerContext(input.job), () => deps.handlerSettled(input.job)),
-          signal,
-        ),
+        !deps.leaseProvable(input.job)
+          ? lapsed(input.job)
+          : runHandler(deps.taskFor(input.job.type)!, input.job.payload, handlerContext(input.job), signal, () => deps.handlerSettled(input.job)),
       ),
       writeCompletion: write(({ job, result }, signal) => complete({ ...claimOf(job), result }, signal)),
       writeFailure: write(({ job, error }, signal) => fail({ ...claimOf(job), error: errorText(error) }, signal)),

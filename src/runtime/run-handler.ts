@@ -1,5 +1,5 @@
-// Runs a task's handler as an Effect. Interrupting the Effect (the job machine left `running`)
-// aborts the handler's AbortSignal; an isolated handler's worker thread is terminated instead.
+// Runs a task's handler under the AbortSignal of the machine's `running` state: leaving the state
+// aborts the handler's signal; an isolated handler's worker thread is terminated instead.
 import { Worker } from "node:worker_threads";
 import { Effect } from "effect";
 import { storableJson } from "../db/index.ts";
@@ -18,37 +18,51 @@ const toFailure = (error: unknown): HandlerFailure => {
  * A result PostgreSQL could not store fails the attempt with a message naming the offending path,
  * instead of failing the completion (and every completion batched with it).
  */
-const storable = (result: unknown): Effect.Effect<unknown, HandlerFailure> =>
-  Effect.try({ try: () => (storableJson(result, "job's result"), result), catch: (error) => ({ permanent: false, message: (error as Error).message }) });
+const storable = (result: unknown): unknown => {
+  try {
+    storableJson(result, "job's result");
+  } catch (error) {
+    throw { permanent: false, message: (error as Error).message } satisfies HandlerFailure;
+  }
+  return result;
+};
 
 /**
- * The handler's Effect: succeeds with its result, fails with a HandlerFailure. `settled` is called
- * the moment the handler's own promise settles, before its result travels through Effect and the
- * machine: a handler that blocked the event loop past its lease deadline has finished by the time
- * the deadline is looked at, and its outcome must not be taken for a running handler's.
+ * Runs the handler under `signal`: resolves with its result, rejects with a HandlerFailure.
+ * Leaving `running` aborts the signal: a promise handler sees it abort (all that interrupting an
+ * Effect.tryPromise would do for it, at a fraction of the cost of a fiber per job); a handler that
+ * returns an Effect has its fiber interrupted; an isolated handler's thread is terminated.
+ * `settled` is called the moment the handler's own promise settles, before its result travels
+ * on: a handler that blocked the event loop past its lease deadline has finished by the time the
+ * deadline is looked at, and its outcome must not be taken for a running handler's.
  */
 export const runHandler = (
   task: Task,
   payload: unknown,
   ctx: Omit<HandlerContext, "signal">,
+  signal: AbortSignal,
   settled: () => void = () => undefined,
-): Effect.Effect<unknown, HandlerFailure> =>
-  (task.isolate !== undefined
-    ? runIsolated(task, payload, ctx, settled)
-    : Effect.tryPromise({
-        try: (signal) => {
-          const running = (async () => {
+): Promise<unknown> => {
+  const running =
+    task.isolate !== undefined
+      ? Effect.runPromise(Effect.result(runIsolated(task, payload, ctx, settled)), { signal }).then((result) => {
+          if (result._tag === "Failure") throw result.failure;
+          return result.success;
+        })
+      : (async () => {
+          try {
             const returned = task.handler!(payload, { ...ctx, signal });
             // A handler may return an Effect: run it under the same signal, so it is interrupted too.
-            return Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal }) : returned;
-          })();
-          running.then(settled, settled);
-          return running;
-        },
-        // Effect.runPromise rejects with the Effect's own failure (Effect 4 does not wrap it).
-        catch: toFailure,
-      })
-  ).pipe(Effect.flatMap(storable));
+            return await (Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal }) : returned);
+          } catch (error) {
+            // Effect.runPromise rejects with the Effect's own failure (Effect 4 does not wrap it).
+            throw toFailure(error);
+          } finally {
+            settled();
+          }
+        })();
+  return running.then(storable);
+};
 
 const WORKER_SCRIPT = new URL(`./isolated-worker${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
 
