@@ -5,7 +5,8 @@
 import { createInspector } from "@statelyai/inspect";
 import { describe, expect, it } from "vitest";
 import { enqueueJobs } from "../src/db/index.ts";
-import { REDACTED } from "../src/runtime/inspection.ts";
+import { createActor, createMachine, setup } from "xstate";
+import { parentFor, REDACTED } from "../src/runtime/inspection.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { startWorker } from "./support/worker.ts";
@@ -62,5 +63,24 @@ describe("an inspector attached to a supervisor", () => {
     const done = sent.find((e) => e.type === "@xstate.snapshot" && e.snapshot?.value === "done");
     expect(done?.snapshot?.context).toMatchObject({ job: { payload: { card: SECRET } }, result: { charged: SECRET } });
     expect(JSON.stringify(sent)).not.toContain(REDACTED);
+  });
+
+  it("a job's actor that fails does not fail the supervisor's actor it runs under", () => {
+    const seen: string[] = [];
+    const supervisor = createActor(createMachine({ id: "supervisor", initial: "running", states: { running: {} } }), {
+      inspect: (event) => void seen.push(`${event.type} ${event.actorRef.sessionId}`),
+    });
+    supervisor.start();
+    const failing = setup({ actions: { fail: () => { throw new Error("an action threw"); } } }).createMachine({ id: "job", initial: "running", states: { running: { on: { GO: { actions: "fail" } } } } });
+    const job = createActor(failing, { parent: parentFor(supervisor) });
+    const errors: unknown[] = [];
+    job.subscribe({ error: (error) => void errors.push(error) });
+    job.start();
+    job.send({ type: "GO" });
+    expect(errors).toHaveLength(1);
+    expect(supervisor.getSnapshot().status).toBe("active");
+    // Still one tree: the job's actor is the supervisor's child, in its system, seen by its inspector.
+    expect((job as unknown as { _parent: { sessionId: string } })._parent.sessionId).toBe(supervisor.sessionId);
+    expect(seen).toContain(`@xstate.actor ${job.sessionId}`);
   });
 });

@@ -3,7 +3,7 @@
 // place for them to leak to: unless logPayloads is on they are replaced before the inspector gets
 // the event. @statelyai/inspect reads an actor's snapshot later, from the actor itself, so an
 // actor reference it is handed answers with the redacted snapshot too.
-import type { ActorRefLike, InspectionEvent, Observer } from "xstate";
+import type { ActorRefLike, AnyActorRef, InspectionEvent, Observer } from "xstate";
 
 /** An XState inspector: a callback, or an observer such as @statelyai/inspect's `inspector.inspect`. */
 export type Inspector = Observer<InspectionEvent> | ((event: InspectionEvent) => void);
@@ -87,3 +87,14 @@ export const inspectorFor = (inspector: Inspector, showPayloads: boolean): Inspe
   const next = typeof inspector === "function" ? inspector : inspector.next?.bind(inspector);
   return { next: (event) => next?.(redact(event)) };
 };
+
+/**
+ * The parent a job's actor is created with, so that an inspector shows it under the supervisor:
+ * the supervisor's actor in all but one thing. XState tells a parent when a child ends, and a
+ * parent that gets a child's error event and has no transition for it fails; the supervisor hears
+ * of its jobs through their observers instead, so what a job's actor would send it is dropped here
+ * (the inspector still sees the event go out). Everything else, its system and its session id
+ * included, is the supervisor's actor's own.
+ */
+export const parentFor = (supervisor: AnyActorRef): AnyActorRef =>
+  Object.create(supervisor, { _send: { value: () => undefined } }) as AnyActorRef;

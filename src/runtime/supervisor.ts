@@ -4,7 +4,7 @@ import { setMaxListeners } from "node:events";
 import type { Server } from "node:http";
 import { Effect, Fiber } from "effect";
 import pg from "pg";
-import { createActor, fromCallback, fromPromise, waitFor, type Actor } from "xstate";
+import { createActor, fromCallback, fromPromise, waitFor, type Actor, type AnyActorRef } from "xstate";
 import {
   claimJobs,
   deleteFinishedJobs,
@@ -27,7 +27,7 @@ import { supervisorMachine, type PollOutput } from "../machines/supervisor-machi
 import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
 import { startHealthServer, type HealthCheck, type HealthReport } from "./health-server.ts";
 import { createJobRuntime, type JobHandle, type JobRuntime } from "./job-runtime.ts";
-import { inspectorFor } from "./inspection.ts";
+import { inspectorFor, parentFor } from "./inspection.ts";
 import { leaseMarginMs, LeaseWatch, localDeadline } from "./lease-watch.ts";
 import { listenForJobs } from "./listener.ts";
 import { createLogger, type Logger } from "./logger.ts";
@@ -199,6 +199,7 @@ export class Supervisor {
     }));
     if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
     const inspect = this.options.inspect && inspectorFor(this.options.inspect, this.config.logPayloads);
+    let jobParent: AnyActorRef | undefined;
     this.jobs = createJobRuntime({
       db: this.pool,
       statements: this.statements,
@@ -220,7 +221,7 @@ export class Supervisor {
       },
       // With an inspector, every job runs as an actor under the supervisor's, so that the
       // inspector sees one tree.
-      ...(inspect ? { parent: () => this.actor } : {}),
+      ...(inspect ? { parent: () => (jobParent ??= this.actor && parentFor(this.actor)) } : {}),
     });
     const machine = supervisorMachine.provide({
       actors: {
