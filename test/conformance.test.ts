@@ -5,7 +5,7 @@
 // log of what ran (invocations started with their input, invocations aborted, custom actions).
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { and, createActor, createMachine, fromCallback, fromPromise, raise, type AnyStateMachine } from "xstate";
+import { and, createActor, createMachine, fromCallback, fromPromise, fromTransition, raise, setup, type AnyStateMachine } from "xstate";
 import { getSimplePaths } from "xstate/graph";
 import type { ClaimedJob } from "../src/db/index.ts";
 import { derivePath, MachineShapeError } from "../src/machines/derive-path.ts";
@@ -246,10 +246,17 @@ describe("the derivation refuses a machine it cannot run as XState would", () =>
     ["child states", createMachine({ initial: "a", states: { a: { initial: "x", states: { x: { on: { GO: "#m.done" } } } }, done: { type: "final" } }, id: "m" })],
     ["a built-in action other than assign", createMachine({ ...flat, states: { ...flat.states, a: { on: { GO: { target: "done", actions: raise({ type: "X" }) } } } } })],
     ["a higher-order guard other than not()", createMachine({ ...flat, states: { ...flat.states, a: { on: { GO: { target: "done", guard: and([() => true]) } } } } })],
-    ["an actor that is not a promise", createMachine({ ...flat, states: { ...flat.states, a: { invoke: { src: fromCallback(() => undefined), onDone: "done" } } } })],
+    ["an actor that is not a promise", setup({ actors: { listen: fromCallback(() => undefined) } }).createMachine({ ...flat, states: { ...flat.states, a: { invoke: { src: "listen", onDone: "done" } } } })],
+    ["an actor whose logic is a reducer", setup({ actors: { count: fromTransition((n: number) => n + 1, 0) } }).createMachine({ ...flat, states: { ...flat.states, a: { invoke: { src: "count", onDone: "done" } } } })],
+    ["an actor not named in setup()", createMachine({ ...flat, states: { ...flat.states, a: { invoke: { src: fromPromise(async () => 1), onDone: "done" } } } })],
     ["a goal the initial state does not lead to", createMachine({ ...flat, states: { a: {}, done: { type: "final" } } })],
   ])("%s", (_, machine) => {
     expect(() => derivePath(machine, { goal: "done", events: ["GO"] })).toThrow(MachineShapeError);
+  });
+
+  it("but takes the same machine with a promise actor named in setup()", () => {
+    const machine = setup({ actors: { fetch: fromPromise(async () => 1) } }).createMachine({ initial: "a", states: { a: { invoke: { src: "fetch", onDone: "done" } }, done: { type: "final" } } });
+    expect([...derivePath(machine, { goal: "done", events: [] }).states.keys()]).toEqual(["a", "done"]);
   });
 
   it("and derives the job machine's path: claimed, waiting, the payload check, running, completing, dead-lettering, done", () => {

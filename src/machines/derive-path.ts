@@ -113,6 +113,21 @@ interface RawNode {
   transitions: Map<string, RawTransition[]>;
 }
 
+/**
+ * Promise actor logic, told by what it does: resolving makes it done. Other logic
+ * (callbacks, observables, machines) has a `config` too, so the shape alone does not tell.
+ */
+const isPromiseLogic = (logic: unknown): boolean => {
+  const l = logic as { config?: unknown; transition?: (snapshot: unknown, event: unknown, scope: unknown) => { status?: string; output?: unknown } };
+  if (typeof l.config !== "function" || typeof l.transition !== "function") return false;
+  try {
+    const next = l.transition({ status: "active", output: undefined, error: undefined, input: undefined }, { type: "xstate.promise.resolve", data: undefined }, {});
+    return next.status === "done";
+  } catch {
+    return false;
+  }
+};
+
 export const derivePath = (machine: AnyStateMachine, options: PathOptions): DerivedPath => {
   const refuse = (what: string): never => {
     throw new MachineShapeError(machine.id, what);
@@ -239,8 +254,9 @@ export const derivePath = (machine: AnyStateMachine, options: PathOptions): Deri
     const inv = node.invoke[0];
     let invocation: PathInvocation | undefined;
     if (inv) {
-      const logic = (typeof inv.src === "string" ? impl.actors[inv.src] : inv.src) as { config?: unknown } | undefined;
-      if (typeof logic?.config !== "function") refuse(`${where} invokes "${String(inv.src)}", which is not a promise actor`);
+      const logic = impl.actors[String(inv.src)] as { config?: unknown } | undefined;
+      if (logic === undefined) refuse(`${where} invokes an actor not named in the machine's setup()`);
+      if (!isPromiseLogic(logic)) refuse(`${where} invokes "${String(inv.src)}", which is not a promise actor`);
       const input = inv.input;
       invocation = {
         id: inv.id,
