@@ -142,8 +142,11 @@ describe("local buffer", () => {
   it("claims nothing ahead for a task whose handlers run long: its jobs stay in the table for other workers", async () => {
     // Long next to any claim's round trip: a job claimed ahead would wait a whole handler run. The
     // runs differ in length, so slots free one at a time, each after the last outcome was written.
+    // The buffer takes a job ahead once two slots free within four claim round trips: with runs of
+    // 1.5 s that needs round trips of 190 ms, which a loaded 2-core machine never showed (runs of
+    // 400 ms took one ahead there: round trips of 50 ms, under Stryker and the suite at once).
     const slow = defineTask({ name: "slow", handler: (p: { ms: number }) => new Promise((resolve) => setTimeout(resolve, p.ms)) });
-    await enqueueJobs(db.pool, Array.from({ length: 6 }, (_, i) => ({ type: "slow", payload: { ms: 400 + 70 * i } })));
+    await enqueueJobs(db.pool, Array.from({ length: 6 }, (_, i) => ({ type: "slow", payload: { ms: 1_500 + 150 * i } })));
     const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [slow], concurrency: 2, prefetch: 10 });
     let maxProcessing = 0;
     while (outcomes.length < 6) {
