@@ -96,14 +96,37 @@ interface Side {
   send(event: AnyEvent): void;
   settle(event: AnyEvent): boolean;
   log: string[];
+  /** What the side's observer was told: each new state, then done (with the output) or failed. */
+  told: string[];
 }
+
+/** An observer's record: a state repeated is told once (the supervisor acts on changes). */
+const recorder = () => {
+  const told: string[] = [];
+  return {
+    told,
+    changed: (state: string) => {
+      if (told.at(-1) !== `state ${state}`) told.push(`state ${state}`);
+    },
+    done: (output: unknown) => void told.push(`done ${JSON.stringify(output)}`),
+    failed: () => void told.push("failed"),
+  };
+};
 
 const derive = (machine: AnyStateMachine) => derivePath(machine, { goal: "done", events: ["START"] });
 
 const interpreter = (input: JobMachineInput, early: AnyEvent[]): Side => {
   const h = harness();
   const actor = createActor(h.machine, { input });
-  actor.subscribe({ error: () => undefined });
+  const observer = recorder();
+  actor.subscribe({
+    next: (snapshot) => snapshot.status === "active" && observer.changed(String(snapshot.value)),
+    complete: () => {
+      observer.changed(String(actor.getSnapshot().value));
+      observer.done(actor.getSnapshot().output);
+    },
+    error: observer.failed,
+  });
   for (const event of early) actor.send(event as never);
   actor.start();
   return {
@@ -114,12 +137,14 @@ const interpreter = (input: JobMachineInput, early: AnyEvent[]): Side => {
     send: (event) => actor.send(event as never),
     settle: h.settle,
     log: h.log,
+    told: observer.told,
   };
 };
 
 const derived = (input: JobMachineInput, early: AnyEvent[]): Side => {
   const h = harness();
-  const run = runAlongPath(derive(h.machine), input, { done: () => undefined, failed: () => undefined });
+  const observer = recorder();
+  const run = runAlongPath(derive(h.machine), input, observer);
   for (const event of early) run.send(event);
   run.start();
   return {
@@ -127,6 +152,7 @@ const derived = (input: JobMachineInput, early: AnyEvent[]): Side => {
     send: (event) => run.send(event),
     settle: h.settle,
     log: h.log,
+    told: observer.told,
   };
 };
 
@@ -156,6 +182,7 @@ const conform = async (input: JobMachineInput, events: AnyEvent[], early: AnyEve
     const b = path.view();
     expect(b, `after ${step}`).toEqual(a);
     expect(path.log, `log after ${step}`).toEqual(xstate.log);
+    expect(path.told, `observer after ${step}`).toEqual(xstate.told);
     views.push(a);
   };
   await flush();
