@@ -5,7 +5,7 @@
 // log of what ran (invocations started with their input, invocations aborted, custom actions).
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { and, createActor, createMachine, fromCallback, fromPromise, fromTransition, raise, setup, type AnyStateMachine } from "xstate";
+import { and, assign, createActor, createMachine, fromCallback, fromPromise, fromTransition, raise, setup, type AnyStateMachine } from "xstate";
 import { getSimplePaths } from "xstate/graph";
 import type { ClaimedJob } from "../src/db/index.ts";
 import { derivePath, MachineShapeError } from "../src/machines/derive-path.ts";
@@ -174,6 +174,8 @@ const apply = (side: Side, event: AnyEvent): void => {
 
 /** Drives both sides through the events (`early` ones sent before the start); they must agree after every step. */
 const conform = async (input: JobMachineInput, events: AnyEvent[], early: AnyEvent[] = []) => {
+  // Timers of earlier runs in the same test (machines left active) are not this run's.
+  vi.clearAllTimers();
   const xstate = interpreter(input, early);
   const path = derived(input, early);
   const views: unknown[] = [];
@@ -194,6 +196,8 @@ const conform = async (input: JobMachineInput, events: AnyEvent[], early: AnyEve
     await flush();
     compare(event.type);
   }
+  // A machine that has ended leaves no timer behind, on either side (XState cancels its delay on exit).
+  if (xstate.view().status !== "active") expect(vi.getTimerCount(), "timers left behind").toBe(0);
   return { final: xstate.view(), views };
 };
 
@@ -264,6 +268,68 @@ describe("the derived path runs the job machine as XState's interpreter does", (
     run.send({ type: "LEASE_EXPIRED", unconfirmedMs: 31_000 });
     expect(run.actor?.getSnapshot().value).toBe("failing");
     expect(h.log.slice(-2)).toEqual(["abort runHandler", expect.stringMatching(/^start writeFailure /)]);
+  });
+});
+
+describe("shapes the job machine does not use today, run as XState runs them", () => {
+  // A targetless transition with an assign and a custom action on the path, an invocation with no
+  // onError (its failure fails the machine), a promise creator that throws at once, and a context
+  // that cannot be built.
+  const machineFor = (log: string[]) =>
+    setup({
+      types: { context: {} as { n: number; mode: string }, input: {} as { mode: string } },
+      actors: {
+        work: fromPromise<number, { mode: string }>(({ input }) => {
+          if (input.mode === "throw") throw new Error("threw at once");
+          return input.mode === "reject" ? Promise.reject(new Error("rejected")) : Promise.resolve(7);
+        }),
+      },
+      actions: { bump: assign({ n: ({ context }) => context.n + 1 }), note: ({ context }) => void log.push(`note ${context.n}`) },
+    }).createMachine({
+      id: "shapes",
+      context: ({ input }) => {
+        if (input.mode === "no context") throw new Error("no context");
+        return { n: 0, mode: input.mode };
+      },
+      initial: "idle",
+      states: {
+        idle: { always: { target: "ready" } },
+        ready: { on: { BUMP: { actions: ["bump", "note"] }, GO: "working" } },
+        working: { invoke: { src: "work", input: ({ context }) => ({ mode: context.mode }), onDone: "done" } },
+        done: { type: "final" },
+      },
+    });
+
+  it.each(["resolve", "reject", "throw", "no context"])("%s", async (mode) => {
+    const sides = [0, 1].map((side) => {
+      const log: string[] = [];
+      const observer = recorder();
+      const machine = machineFor(log);
+      if (side === 0) {
+        const actor = createActor(machine, { input: { mode } });
+        actor.subscribe({
+          next: (snapshot) => snapshot.status === "active" && observer.changed(String(snapshot.value)),
+          complete: () => {
+            observer.changed(String(actor.getSnapshot().value));
+            observer.done(actor.getSnapshot().output);
+          },
+          error: observer.failed,
+        });
+        return { log, observer, start: () => actor.start(), send: (e: AnyEvent) => actor.send(e as never), view: () => ({ status: actor.getSnapshot().status, context: actor.getSnapshot().context }) };
+      }
+      const run = runAlongPath(derivePath(machine, { goal: "done", events: ["GO"] }), { mode }, observer);
+      return { log, observer, start: () => run.start(), send: (e: AnyEvent) => run.send(e), view: () => ({ status: run.status, context: mode === "no context" ? undefined : run.context }) };
+    });
+    for (const side of sides) {
+      side.start();
+      for (const type of ["BUMP", "BUMP", "GO"]) side.send({ type });
+    }
+    await flush();
+    const [xstate, path] = sides as [(typeof sides)[0], (typeof sides)[0]];
+    expect(path.log).toEqual(xstate.log);
+    expect(path.observer.told).toEqual(xstate.observer.told);
+    expect(path.view().status).toBe(xstate.view().status);
+    if (mode !== "no context") expect(path.view().context).toEqual(xstate.view().context);
   });
 });
 

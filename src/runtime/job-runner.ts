@@ -3,9 +3,8 @@
 // them, without XState's interpreter. The moment the job takes a transition off the path (an
 // error, a timeout, a lost lease, the drain, a fenced write), or whenever an inspector is attached,
 // a real XState actor takes over: restored in the state the job is in, with the context it has,
-// and sent the event that leaves the path, so XState decides from there. What the path had in
-// flight (its invocation, its timer) is handed over too: their events go to the actor for as long
-// as it stays in that state, and are cancelled once it leaves.
+// and sent the event that leaves the path, so XState decides from there; what the path had
+// started in that state (its invocation, its timer) is cancelled as the actor leaves it.
 //
 // test/conformance.test.ts drives this runner and XState's interpreter side by side.
 import { createActor, type AnyActorRef, type AnyStateMachine, type Actor, type InspectionEvent } from "xstate";
@@ -41,7 +40,7 @@ export class JobRun<Output = unknown> {
   /** The XState actor that took over, once the job left the path. */
   private taken: Actor<AnyStateMachine> | undefined;
   // What the current state has in flight: its invocation's abort controller and its delay's timer.
-  // A generation tells a settled invocation or a fired timer of a state already left from the current one.
+  // A generation tells an invocation of a state already left from the current one.
   private generation = 0;
   private controller: AbortController | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -105,7 +104,7 @@ export class JobRun<Output = unknown> {
 
   send(event: MachineEvent): void {
     if (this.early !== undefined) return void this.early.push(event);
-    if (this.taken) return this.forward(event);
+    if (this.taken) return void this.taken.send(event);
     if (this.runStatus !== "active") return;
     try {
       const branches = this.node.on.get(event.type);
@@ -159,7 +158,8 @@ export class JobRun<Output = unknown> {
     const generation = this.generation;
     if (state.delay) {
       const { eventType } = state.delay;
-      this.timer = setTimeout(() => generation === this.generation && this.settled({ type: eventType }), state.delay.ms(this.ctx, event));
+      // Leaving the state clears the timer, so a timer that fires belongs to the current state.
+      this.timer = setTimeout(() => this.send({ type: eventType }), state.delay.ms(this.ctx, event));
     }
     const invocation = state.invocation;
     if (invocation) {
@@ -175,7 +175,7 @@ export class JobRun<Output = unknown> {
       const settled = (event: MachineEvent) => {
         if (generation !== this.generation) return;
         this.controller = undefined;
-        this.settled(event);
+        this.send(event);
       };
       Promise.resolve(promise).then(
         (output) => settled({ type: invocation.doneType, output }),
@@ -184,18 +184,12 @@ export class JobRun<Output = unknown> {
     }
   }
 
-  /** The current state's invocation finished or its delay fired. */
-  private settled(event: MachineEvent): void {
-    if (this.taken) this.forward(event);
-    else this.send(event);
-  }
-
   /** Leaving a state cancels what it started: the invocation's signal aborts, its timer is cleared. */
   private leaveState(): void {
     this.generation++;
     this.controller?.abort();
     this.controller = undefined;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    clearTimeout(this.timer);
     this.timer = undefined;
   }
 
@@ -209,12 +203,12 @@ export class JobRun<Output = unknown> {
     let actor: Actor<AnyStateMachine>;
     if (event === undefined) actor = createActor(machine, { input: this.input, ...(parent ? { parent } : inspect ? { inspect } : {}) });
     else {
-      // The first microstep that leaves the state cancels what the path had started there: after
-      // that step's custom actions, before the next state starts anything, as XState orders them.
+      // The event takes a transition out of the current state (that is why the path hands over),
+      // so the actor's first microstep leaves it: what the path started there is cancelled then,
+      // after that step's custom actions and before the next state starts anything, as XState
+      // orders them.
       const watch = (e: InspectionEvent) => {
-        if (e.type !== "@xstate.microstep" || e.actorRef !== actor) return;
-        const step = e as InspectionEvent & { _transitions: Array<{ target?: unknown[] }> };
-        if (e.snapshot.status !== "active" || step._transitions.some((t) => (t.target?.length ?? 0) > 0)) this.leaveState();
+        if (e.type === "@xstate.microstep" && e.actorRef === actor) this.leaveState();
       };
       actor = createActor(machine, { snapshot: machine.resolveState({ value: this.node.key, context: this.ctx }), inspect: watch });
     }
@@ -234,11 +228,6 @@ export class JobRun<Output = unknown> {
     });
     actor.start();
     if (event !== undefined) actor.send(event);
-  }
-
-  /** An event for the actor that took over (the path's own invocation and timer included, until it leaves their state). */
-  private forward(event: MachineEvent): void {
-    this.taken!.send(event);
   }
 
   private fail(error: unknown): void {
