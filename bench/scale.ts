@@ -3,6 +3,7 @@
 // and of the sweep, then the throughput of one worker draining the backlog.
 // Usage: node bench/scale.ts --url <database url> [--finished 1000000] [--pending 100000]
 import { parseArgs } from "node:util";
+import pg from "pg";
 import { claimJobs, completeJobs, createLogger, createSupervisor, defineTask, migrate, openPool, sweepExpiredClaims } from "../src/index.ts";
 import { percentile, report } from "./lib/db.ts";
 
@@ -16,18 +17,23 @@ const pending = Number(values.pending);
 const pool = await openPool({ connectionString: url, max: 4 });
 await migrate(pool);
 
+// Seeded on a connection of its own, without the statement bound picket's pool sets (a million
+// rows take longer than any one of picket's statements may).
+const seeder = new pg.Client({ connectionString: url });
+await seeder.connect();
 // Seeded in SQL: a million rows through the client would measure the seeding, not the queue.
 // Finished rows look like real ones: claimed, with a token, a result and a finish time spread
 // over the last week (so retention's index holds them in time order), and no lease (a completion
 // clears lock_until; the schema refuses a lease on a row that is not processing).
-await pool.query(
+await seeder.query(
   `INSERT INTO picket.jobs (type, status, attempts, claim_token, locked_by, locked_at, result, finished_at, created_at, updated_at)
    SELECT 'noop', 'completed', 1, gen_random_uuid(), 'seed', t, '{"ok":true}', t, t, t
    FROM (SELECT now() - (g * interval '600 milliseconds') AS t FROM generate_series(1, $1::int) AS g) AS s`,
   [finished],
 );
-await pool.query(`INSERT INTO picket.jobs (type) SELECT 'noop' FROM generate_series(1, $1::int)`, [pending]);
-await pool.query("VACUUM ANALYZE picket.jobs");
+await seeder.query(`INSERT INTO picket.jobs (type) SELECT 'noop' FROM generate_series(1, $1::int)`, [pending]);
+await seeder.query("VACUUM ANALYZE picket.jobs");
+await seeder.end();
 
 // Per-statement latency, on the worker's own statements: a claim of 10 jobs (then completed, not
 // timed) and a sweep while those 10 are processing under a live lease.
