@@ -241,7 +241,7 @@ export const derivePath = (machine: AnyStateMachine, options: PathOptions): Deri
   const onPath = [...forward].filter((key) => reaches.has(key));
   if (!onPath.includes(initialKey)) refuse(`the initial state does not lead to "${options.goal}"`);
 
-  const pending: Array<[PathBranch & { key: string | undefined }]> = [];
+  const pending: Array<PathBranch & { key: string | undefined }> = [];
   for (const key of onPath) {
     const node = nodes.get(key)!;
     const where = `state "${key}"`;
@@ -277,14 +277,14 @@ export const derivePath = (machine: AnyStateMachine, options: PathOptions): Deri
     const on = new Map<string, PathBranch[]>();
     for (const [type, ts] of node.transitions) {
       const branches = branchesOf(ts, where);
-      branches.forEach((b) => pending.push([b]));
+      pending.push(...branches);
       on.set(type, branches);
     }
     const always = branchesOf(node.always ?? [], where);
-    always.forEach((b) => pending.push([b]));
+    pending.push(...always);
     states.set(key, { key, final: node.type === "final", entry, always, invocation, delay, on });
   }
-  for (const [branch] of pending) branch.target = branch.key === undefined ? undefined : (states.get(branch.key) ?? { offPath: branch.key });
+  for (const branch of pending) branch.target = branch.key === undefined ? undefined : (states.get(branch.key) ?? { offPath: branch.key });
 
   const context = config.context;
   const output = root.output;

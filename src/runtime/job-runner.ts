@@ -221,10 +221,8 @@ export class JobRun<Output = unknown> {
         this.observer.changed?.(String(actor.getSnapshot().value));
         this.observer.done(actor.getSnapshot().output as Output);
       },
-      error: (error) => {
-        this.leaveState();
-        this.observer.failed(error);
-      },
+      // The path's own work ended at the actor's first microstep: nothing of it is left to cancel.
+      error: (error) => this.observer.failed(error),
     });
     actor.start();
     if (event !== undefined) actor.send(event);
