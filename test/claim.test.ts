@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { claimJobs, enqueueJobs } from "../src/db/index.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { want } from "./support/factory.ts";
+import { row, want } from "./support/factory.ts";
 
 const db = useTestDatabase();
 
@@ -39,19 +39,34 @@ describe("claim", () => {
       want("lease", { limit: 1, leaseMs: 120_000, backoffBaseMs: 42, backoffMaxMs: 4242 }),
     ]);
     expect(claimedJob!.id).toBe(job!.id);
-    expect(claimedJob!.status).toBe("processing");
     expect(claimedJob!.claimToken).toMatch(/^[0-9a-f-]{36}$/);
-    expect(claimedJob!.lockedBy).toBe("worker-long");
     expect(claimedJob!.attempts).toBe(1);
-    expect(claimedJob!.backoffBaseMs).toBe(42);
-    expect(claimedJob!.backoffMaxMs).toBe(4242);
     // The claim returns the lease it granted; lock_until is that lease from the moment the row was
     // written, which is no earlier than the statement's start (locked_at).
     expect(claimedJob!.leaseMs).toBe(120_000);
-    const leaseMs = claimedJob!.lockUntil.getTime() - claimedJob!.lockedAt!.getTime();
+    const written = await row(db.pool, job!.id);
+    expect(written).toMatchObject({ status: "processing", claim_token: claimedJob!.claimToken, locked_by: "worker-long", attempts: 1 });
+    expect(written.backoff_base_ms).toBe(42);
+    expect(written.backoff_max_ms).toBe(4242);
+    const leaseMs = written.lock_until.getTime() - written.locked_at.getTime();
     expect(leaseMs).toBeGreaterThanOrEqual(120_000);
     expect(leaseMs).toBeLessThan(121_000);
-    expect(claimedJob!.lockedAt!.getTime()).toBeGreaterThan(before - 5_000);
+    expect(written.locked_at.getTime()).toBeGreaterThan(before - 5_000);
+  });
+
+  it("returns only what running the job needs", async () => {
+    const [job] = await enqueueJobs(db.pool, [{ type: "narrow", payload: { n: 1 }, maxAttempts: 7 }]);
+    const [claimedJob] = await claimJobs(db.pool, "w", [want("narrow", { limit: 1, leaseMs: 30_000 })]);
+    expect(claimedJob).toEqual({
+      id: job!.id,
+      type: "narrow",
+      payload: { n: 1 },
+      attempts: 1,
+      maxAttempts: 7,
+      createdAt: job!.createdAt,
+      claimToken: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      leaseMs: 30_000,
+    });
   });
 
   it("takes each type up to its own limit, so a deep backlog cannot starve another type", async () => {

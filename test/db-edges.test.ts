@@ -164,7 +164,8 @@ describe("fenced writes with odd values", () => {
     await reportProgress(db.pool, [{ id: job!.id, token: job!.claimToken, progress: { pct: 90 }, leaseMs: 60_000 }]);
     await failJobs(db.pool, [{ id: job!.id, token: job!.claimToken, error: "x" }]);
     const [again] = await claimJobs(db.pool, "w", [want("progress-reset", { limit: 1 })]);
-    expect(again!.progress).toBeNull();
+    expect(again!.attempts).toBe(2);
+    expect((await row(db.pool, again!.id)).progress).toBeNull();
   });
 });
 

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { InvalidConfigError } from "./errors.ts";
-import { type ClaimedJob, jobColumns } from "./job-row.ts";
+import { type ClaimedJob, claimedColumns } from "./job-row.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
@@ -63,7 +63,7 @@ const claimSql = perSchema(
       updated_at = now()
   FROM picked
   WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND j.id = picked.id AND j.status = 'pending'
-  RETURNING ${jobColumns("j")}, picked.lease_ms AS "leaseMs"`,
+  RETURNING ${claimedColumns("j")}, picked.lease_ms AS "leaseMs"`,
 );
 
 const checkWant = (want: ClaimWant): void => {

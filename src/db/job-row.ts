@@ -37,14 +37,29 @@ export interface Job {
   finishedAt: Date | null;
 }
 
-/** A job as the claim returns it: processing, with the token every later write is fenced by. */
-export interface ClaimedJob extends Job {
-  status: "processing";
+/**
+ * A job as the claim returns it: what running it needs, and the token every later write is fenced
+ * by. Only these columns come back (a claim is the hottest read picket makes, and each timestamp
+ * costs a parse and a Date per job); the whole row is one getJob away.
+ */
+export interface ClaimedJob {
+  id: JobId;
+  type: string;
+  payload: unknown;
+  /** This attempt's number: the claim counts it. */
+  attempts: number;
+  maxAttempts: number;
+  createdAt: Date;
   claimToken: string;
-  lockUntil: Date;
   /** The lease the claim granted (lock_until = the moment it was written + this); renewals grant it again. */
   leaseMs: number;
 }
+
+/** ClaimedJob's columns for the claim's `RETURNING`, qualified by `alias`; the claim adds leaseMs. */
+export const claimedColumns = (alias: string): string =>
+  ["id", "type", "payload", "attempts", 'max_attempts AS "maxAttempts"', 'created_at AS "createdAt"', 'claim_token AS "claimToken"']
+    .map((column) => `${alias}.${column}`)
+    .join(", ");
 
 /** Column list for `RETURNING` / `SELECT`, aliased to Job's field names; `alias` qualifies it. */
 export const jobColumns = (alias: string): string =>
