@@ -72,6 +72,56 @@ describe("a row locked by another session", () => {
     expect(await overlappingRuns(db.pool)).toEqual([]);
   });
 
+  it("holds claiming back while more outcomes wait on locked rows than the bound allows, and claims again as soon as they are written", async () => {
+    // Concurrency 2 bounds the outcomes in flight at 8 before the worker claims again. Jobs claimed
+    // under the bound can overshoot it: one handler (the anchor) is held while eight others'
+    // outcomes wait on rows this test has locked; then the anchor returns too, and nine wait.
+    const arrived: string[] = [];
+    const gates = new Map<string, () => void>();
+    let ungated = false;
+    const task = defineTask({
+      name: "lock-overshoot",
+      leaseMs: 60_000,
+      handler: (_payload, { job }) => {
+        arrived.push(job.id);
+        return ungated ? undefined : new Promise<void>((resolve) => gates.set(job.id, resolve));
+      },
+    });
+    await enqueueJobs(db.pool, Array.from({ length: 12 }, () => ({ type: "lock-overshoot" })));
+    // No NOTIFY and a poll a minute apart: only a finished write can wake the next claim in time.
+    await startWorker({ connectionString: db.url, tasks: [task], concurrency: 2, prefetch: 0, pollIntervalMs: 60_000, listen: false });
+    const locks: Array<{ release: () => Promise<unknown> }> = [];
+    const lockAndReturn = async (id: string) => {
+      locks.push(await lockRow(id));
+      gates.get(id)!();
+    };
+    await expect.poll(() => gates.size, { timeout: 5_000 }).toBe(2);
+    const [anchor] = arrived;
+    try {
+      for (let held = 1; held <= 8; held++) {
+        await lockAndReturn(arrived[held]!);
+        // Under the bound, the freed slot is claimed into at once.
+        if (held < 8) await expect.poll(() => gates.size, { timeout: 5_000 }).toBe(held + 2);
+      }
+      await lockAndReturn(anchor!);
+      // Nine outcomes wait on locked rows, one more than the bound: nothing more is claimed.
+      await sleep(300);
+      expect(arrived).toHaveLength(9);
+      expect(await processingIds("lock-overshoot")).toHaveLength(9);
+    } finally {
+      ungated = true;
+      await Promise.all(locks.map((lock) => lock.release()));
+    }
+    // The outcomes are written once the locks go (a busy write is retried within a second), and
+    // each written one wakes a claim: the three left run now, not at the next poll a minute on.
+    await expect
+      .poll(async () => (await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'lock-overshoot' AND status = 'completed'")).rows[0].n, {
+        timeout: 10_000,
+      })
+      .toBe(12);
+    expect(arrived).toHaveLength(12);
+  });
+
   it("lets stop() end within the drain deadline plus the release grace while a claimed row stays locked", async () => {
     const task = defineTask({ name: "lock-stop", leaseMs: 1_000, timeoutMs: 60_000, handler: (_p, { signal }) => new Promise((_r, reject) => signal.addEventListener("abort", () => reject(new Error("stopped")))) });
     await enqueueJobs(db.pool, [{ type: "lock-stop" }, { type: "lock-stop" }]);
