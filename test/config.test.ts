@@ -20,8 +20,8 @@ describe("supervisor options", () => {
       transactionPooling: false,
       workerId: expect.any(String),
       concurrency: 10,
-      // As many jobs claimed ahead as handlers may run, when handlers free slots fast enough.
-      prefetch: 10,
+      // Up to 100 jobs claimed ahead, when handlers free slots fast enough.
+      prefetch: 100,
       poolSize: 14,
       pollIntervalMs: 1_000,
       sweepIntervalMs: 5_000,
@@ -37,6 +37,11 @@ describe("supervisor options", () => {
     });
     expect(config.workerId).toMatch(new RegExp(`^${hostname().replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}-${process.pid}-[0-9a-f]{6}$`));
     expect(resolveConfig(base).workerId).not.toBe(config.workerId);
+  });
+
+  it("makes the buffer's default room the concurrency when that is above 100", () => {
+    expect(resolveConfig({ ...base, concurrency: 99 }).prefetch).toBe(100);
+    expect(resolveConfig({ ...base, concurrency: 250 }).prefetch).toBe(250);
   });
 
   it("keeps what it is given", () => {

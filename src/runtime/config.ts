@@ -40,10 +40,10 @@ export interface SupervisorOptions {
    * has returned frees its slot while its outcome is written. */
   concurrency?: number;
   /**
-   * Most jobs claimed ahead of a free slot (the worker's local buffer); default: the concurrency,
-   * 0 turns it off. A task gets only as many as its slots free in a few claim round trips (judged by
-   * how long its jobs have held a slot), so a task whose handlers run long never has jobs waiting
-   * in this worker.
+   * Most jobs claimed ahead of a free slot (the worker's local buffer); default: 100, or the
+   * concurrency if larger; 0 turns it off. A task gets only as many as its slots free in a few
+   * claim round trips (judged by how long its jobs have held a slot), so a task whose handlers run
+   * long never has jobs waiting in this worker, and quick ones are claimed in batches this large.
    */
   prefetch?: number;
   /** Longest wait between polls when no NOTIFY arrives; default 1000 ms. */
@@ -92,6 +92,11 @@ export interface ResolvedConfig {
   logPayloads: boolean;
 }
 
+// The buffer's default room. At concurrency 10, 30,000 no-op jobs, alternating runs: room 10
+// (the concurrency) 3,227 jobs/s, 50: 4,928, 100: 6,549. The buffer is sized by the handlers'
+// measured turnover, so the room only matters for quick ones.
+const DEFAULT_PREFETCH = 100;
+
 const int = (name: string, value: unknown, fallback: number, min: number): number => {
   const v = value ?? fallback;
   if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > 2_147_483_647) {
@@ -137,7 +142,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     transactionPooling: options.transactionPooling ?? false,
     workerId: options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`,
     concurrency,
-    prefetch: int("prefetch", options.prefetch, concurrency, 0),
+    prefetch: int("prefetch", options.prefetch, Math.max(concurrency, DEFAULT_PREFETCH), 0),
     // Claims, batched writes and renewals share the pool: a few connections beyond one per job
     // at low concurrency, and no more than 20 (batched writes need few connections).
     poolSize: Math.min(concurrency + 4, 20),

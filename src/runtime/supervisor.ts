@@ -421,17 +421,18 @@ export class Supervisor {
       const slotRoom = concurrency - heldInAll;
       const ahead = this.claimAhead();
       const bufferRoom = Math.max(0, Math.min(prefetch, sum(ahead)) - this.queued.size);
-      // The claim takes nothing while four times the concurrency of outcomes are being written: a
-      // database slow to record them slows the claims down too, rather than letting finished jobs
-      // pile up unrecorded (jobs running then may add theirs: a bound on claiming, not on the
-      // count). Not tighter: a commit waits milliseconds for fsync, and the more outcomes share
-      // one, the cheaper each job (defaults, 20,000 no-op jobs: a bound of 2c drained ~2,400
-      // jobs/s, 3c ~3,000, 4c ~3,900, 8c or none ~4,200).
-      // Never below zero: writes can overshoot the bound (jobs claimed under it finish later), and
-      // a poll that asked for a negative count was neither full nor "nothing to ask", so a finished
-      // write did not wake the next one: the worker slept a whole poll interval.
+      // The claim takes nothing while as many outcomes are being written as four times the
+      // concurrency plus the buffer's room: a database slow to record them slows the claims down
+      // too, rather than letting finished jobs pile up unrecorded (each is run again if the worker
+      // dies before it is written). Not tighter: a commit waits milliseconds for fsync, and the
+      // more outcomes share one, the cheaper each job (defaults, 20,000 no-op jobs: a bound of 2c
+      // drained ~2,400 jobs/s, 3c ~3,000, 4c ~3,900, 8c or none ~4,200); and a bound below the
+      // buffer's room would keep a claim from ever filling it. Never below zero: writes can
+      // overshoot the bound (jobs claimed under it finish later), and a poll that asked for a
+      // negative count was neither full nor "nothing to ask", so a finished write did not wake the
+      // next one: the worker slept a whole poll interval.
       const writing = this.running.size - heldInAll - this.queued.size;
-      const free = Math.max(0, Math.min(slotRoom + bufferRoom, 4 * concurrency - writing));
+      const free = Math.max(0, Math.min(slotRoom + bufferRoom, 4 * concurrency + prefetch - writing));
       const inWorker = this.countByTask((entry) => entry.holdsSlot || this.queued.has(entry));
       const wants = this.offerSlots(free, slotRoom, bufferRoom, inWorker, ahead);
       // What the claim can take at most: the free slots, or less when tasks' own limits cap it.
