@@ -3,12 +3,13 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { combineReports } from "../src/cli/processes.ts";
+import { combineReports, startWorkerProcesses } from "../src/runtime/worker-processes.ts";
 import { enqueueJobs } from "../src/db/index.ts";
 import type { HealthReport } from "../src/runtime/health-server.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { freePort } from "./support/ports.ts";
+import { captureLogs } from "./support/worker.ts";
 
 const db = useTestDatabase();
 const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
@@ -91,6 +92,69 @@ describe("worker --processes", () => {
     await running;
     await expect.poll(() => children.filter(alive), { timeout: 15_000 }).toEqual([]);
   }, 60_000);
+});
+
+describe("startWorkerProcesses, for a service that embeds the group", () => {
+  const TASKS = new URL("./fixtures/hello-tasks.ts", import.meta.url);
+  // The processes' own log lines are kept out of the test's output.
+  const env = { ...process.env, PICKET_LOG_LEVEL: "error" };
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const napping = async () =>
+    (await db.pool.query("SELECT count(*)::int AS n, count(DISTINCT locked_by)::int AS workers FROM picket.jobs WHERE type = 'nap' AND status = 'processing'")).rows[0];
+
+  it("runs N supervisors without touching the service's signals, replaces one SIGKILLed, and drains them all on stop()", async () => {
+    const signalHandlers = () => ["SIGTERM", "SIGINT"].map((signal) => process.listenerCount(signal));
+    const before = signalHandlers();
+    const { lines, logger } = captureLogs();
+    const group = startWorkerProcesses({ processes: 2, tasksModule: TASKS, connectionString: db.url, concurrency: 2, logger, env });
+    try {
+      expect(signalHandlers()).toEqual(before);
+      await group.started;
+      const pids = () => lines.filter((line) => /^worker process \d starting/.test(line.msg)).map((line) => line.pid as number);
+      expect(new Set(pids()).size).toBe(2);
+      // Four long jobs at two slots a process: running all at once takes both processes.
+      await enqueueJobs(db.pool, Array.from({ length: 4 }, () => ({ type: "nap", payload: { ms: 1_000 } })));
+      await expect.poll(napping, { timeout: 10_000 }).toEqual({ n: 4, workers: 2 });
+      expect((await group.health()).checks.processes).toEqual({ ok: true });
+
+      const [first] = pids();
+      process.kill(first!, "SIGKILL");
+      await expect.poll(() => lines.some((line) => line.msg === `worker process 1 (pid ${first}) died (SIGKILL); starting a new one`), { timeout: 10_000 }).toBe(true);
+      await expect.poll(() => pids().length, { timeout: 10_000 }).toBe(3);
+      await expect.poll(async () => (await group.health()).checks.processes, { timeout: 30_000, interval: 200 }).toEqual({ ok: true });
+
+      // stop() while jobs run: each process drains, its jobs finish.
+      await db.pool.query("DELETE FROM picket.jobs WHERE type = 'nap'");
+      const naps = await enqueueJobs(db.pool, Array.from({ length: 4 }, () => ({ type: "nap", payload: { ms: 1_500 } })));
+      await expect.poll(napping, { timeout: 30_000 }).toEqual({ n: 4, workers: 2 });
+      await group.stop();
+      const napped = await db.pool.query("SELECT status, result FROM picket.jobs WHERE id = ANY ($1)", [naps.map((job) => job.id)]);
+      expect(napped.rows).toEqual(Array(4).fill({ status: "completed", result: "rested" }));
+      expect(pids().filter(alive)).toEqual([]);
+    } finally {
+      group.force();
+      await group.stopped.catch(() => undefined);
+    }
+  }, 90_000);
+
+  it("rejects started and stopped, saying why, when a process fails before it started", async () => {
+    const { logger } = captureLogs();
+    const group = startWorkerProcesses({ processes: 2, tasksModule: path.join(tmpdir(), "picket-no-such-tasks.ts"), connectionString: db.url, logger, env });
+    await expect(group.started).rejects.toThrow(/stopped before all had started: worker process [12] exited before it started \(code 1\)/);
+    await expect(group.stopped).rejects.toThrow(/worker process [12] exited before it started/);
+  }, 60_000);
+
+  it("refuses options it cannot run, saying what to give", () => {
+    expect(() => startWorkerProcesses({ processes: 0, tasksModule: TASKS, connectionString: db.url })).toThrow(/processes must be an integer ≥ 1 \(got 0\)/);
+    expect(() => startWorkerProcesses({ processes: 2, tasksModule: TASKS, connectionString: "" })).toThrow(/needs a connectionString/);
+  });
 });
 
 describe("one health report for several processes", () => {

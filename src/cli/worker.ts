@@ -3,7 +3,7 @@ import { createLogger } from "../runtime/logger.ts";
 import { createSupervisor } from "../runtime/supervisor.ts";
 import { resolveDatabase } from "./database.ts";
 import { integerOption, withDatabaseOptions, type DatabaseOptions } from "./shared.ts";
-import { attachToParent, childArguments, runWorkerProcesses } from "./processes.ts";
+import { attachToParent, runWorkerProcesses } from "../runtime/worker-processes.ts";
 import { onShutdownSignals } from "./signals.ts";
 import { loadTasksModule } from "./tasks-module.ts";
 
@@ -84,7 +84,7 @@ const workerProcesses = async (options: WorkerOptions): Promise<void> => {
   const { database, logger } = await openDatabase(options);
   let code = 1;
   try {
-    code = await runWorkerProcesses({
+    const group = runWorkerProcesses({
       count: options.processes!,
       script: process.argv[1]!,
       // The embedded server's tables are made by the first child to start (migrations take a lock).
@@ -93,6 +93,16 @@ const workerProcesses = async (options: WorkerOptions): Promise<void> => {
       logger,
       ...(options.healthPort !== undefined ? { health: { port: options.healthPort, host: "0.0.0.0" } } : {}),
     });
+    const removeSignals = onShutdownSignals({
+      drain: () => void group.stop(),
+      // The second signal, passed on: each child's second signal interrupts and releases its jobs.
+      force: group.force,
+    });
+    code = await group.stopped.then(
+      () => 0,
+      () => 1,
+    );
+    removeSignals();
   } finally {
     await database.stop();
   }
@@ -105,4 +115,18 @@ const openDatabase = async (options: WorkerOptions) => {
   const logger = createLogger({ pretty: options.pretty ?? false });
   if (database.source === "embedded") logger.info({ data_dir: ".picket/pgdata" }, "no DATABASE_URL: using the embedded PostgreSQL");
   return { database, logger };
+};
+
+/** Options of the `worker` command that are the parent's: the database comes by environment, the health port is served once. */
+const PARENT_OPTIONS = ["--processes", "--database-url", "--health-port"];
+
+/** The arguments of the current `worker` command for a child: the same, without the parent's options. */
+export const childArguments = (argv: string[]): string[] => {
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (PARENT_OPTIONS.includes(arg)) i++;
+    else if (!PARENT_OPTIONS.some((option) => arg.startsWith(`${option}=`))) args.push(arg);
+  }
+  return args;
 };

@@ -16,3 +16,4 @@ export {
   type TaskDefinition,
 } from "./task.ts";
 export type { HealthReport } from "./health-server.ts";
+export { startWorkerProcesses, type StartWorkerProcessesOptions, type WorkerProcesses } from "./worker-processes.ts";

@@ -1,0 +1,287 @@
+// N supervisors, each a process of its own (a core each), under one parent that starts them,
+// starts a new one when one dies, and drains them all on one stop: `picket worker --processes N`,
+// and startWorkerProcesses for a service that embeds them. The parent runs no jobs and holds no
+// claims: a parent that dies leaves nothing to recover, and its children drain when their channel
+// to it closes.
+import { fork, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { Effect, Fiber } from "effect";
+import { InvalidConfigError } from "../db/index.ts";
+import { startHealthServer, type HealthCheck, type HealthReport } from "./health-server.ts";
+import { createLogger, type Logger } from "./logger.ts";
+
+/** The message a child sends once its supervisor has started (it has migrated and is polling). */
+const STARTED_MESSAGE = "picket:worker-started";
+
+/** The parent asks a child for its health report, and the child answers, over the IPC channel. */
+interface HealthRequest {
+  type: "picket:health";
+  id: number;
+}
+interface HealthAnswer {
+  type: "picket:health-report";
+  id: number;
+  report: HealthReport;
+}
+
+/** How long the parent waits for a child's health report before calling that child unhealthy. */
+const HEALTH_ANSWER_MS = 3_000;
+
+/** How long the parent waits before starting a new process in place of one that died. */
+const RESTART_DELAY_MS = 1_000;
+
+export interface WorkerProcessesOptions {
+  count: number;
+  /** The CLI's entry point, and the arguments of one process's `worker` command (without --processes). */
+  script: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  logger: Logger;
+  /** Serve one /health and /ready for all the processes. */
+  health?: { port: number; host: string };
+}
+
+/** A running group of worker processes. */
+export interface WorkerProcesses {
+  /** Resolves once every process has started (migrated, polling); rejects if the group stops first. */
+  readonly started: Promise<void>;
+  /**
+   * Settles when every process has exited: resolves when each drained cleanly, rejects (saying
+   * which) when one exited with an error or died before it started.
+   */
+  readonly stopped: Promise<void>;
+  /** Drains every process (a SIGTERM each); returns `stopped`. */
+  stop(): Promise<void>;
+  /** A second stop: every process interrupts its running jobs and releases them. */
+  force(): void;
+  /** One report for all the processes, as the group's /health serves it. */
+  health(): Promise<HealthReport>;
+}
+
+/**
+ * The child's side of the channel, when this worker is one of `--processes N` (else undefined):
+ * it answers the parent's health requests, treats a parent that is gone (the channel closed) as a
+ * stop signal, and tells the parent once it has started.
+ */
+export const attachToParent = (supervisor: { health(): Promise<HealthReport> }, parentGone: () => void): { started(): void } | undefined => {
+  if (process.env.PICKET_WORKER_PROCESS === undefined || process.send === undefined) return undefined;
+  const send = (message: unknown) => process.connected && process.send!(message);
+  process.once("disconnect", parentGone);
+  process.on("message", (message: HealthRequest) => {
+    if (message?.type !== "picket:health") return;
+    void supervisor.health().then((report) => send({ type: "picket:health-report", id: message.id, report } satisfies HealthAnswer));
+  });
+  return { started: () => send(STARTED_MESSAGE) };
+};
+
+/** Starts the processes and runs them, each replaced when it dies, until stop(). */
+export const runWorkerProcesses = (options: WorkerProcessesOptions): WorkerProcesses => {
+  const { count, logger } = options;
+  const children = new Map<number, ChildProcess>();
+  // Processes that have started and not exited: the ones asked for health.
+  const running = new Set<ChildProcess>();
+  let stopping = false;
+  let failure: string | undefined;
+  let nextRequest = 0;
+  // Every slot's first start; `started` settles once all have, or the group stops first.
+  const everStarted = new Set<number>();
+  const allStarted = Promise.withResolvers<void>();
+  const stopped = Promise.withResolvers<void>();
+  // A caller that awaits only one of them must not see the other as an unhandled rejection.
+  allStarted.promise.catch(() => undefined);
+  stopped.promise.catch(() => undefined);
+
+  const reportOf = (child: ChildProcess): Promise<HealthReport | string> =>
+    new Promise((resolve) => {
+      const id = nextRequest++;
+      const onMessage = (message: unknown) => {
+        if ((message as HealthAnswer)?.type !== "picket:health-report" || (message as HealthAnswer).id !== id) return;
+        done((message as HealthAnswer).report);
+      };
+      const onExit = () => done("exited");
+      const timer = setTimeout(() => done(`no health report within ${HEALTH_ANSWER_MS} ms`), HEALTH_ANSWER_MS);
+      const done = (answer: HealthReport | string) => {
+        clearTimeout(timer);
+        child.off("message", onMessage);
+        child.off("exit", onExit);
+        resolve(answer);
+      };
+      child.on("message", onMessage);
+      child.once("exit", onExit);
+      child.send({ type: "picket:health", id } satisfies HealthRequest, (error) => error && done(`cannot be asked: ${error.message}`));
+    });
+
+  const report = async (): Promise<HealthReport> => {
+    const answers = await Promise.all(
+      Array.from({ length: count }, async (_, i) => {
+        const child = children.get(i + 1);
+        if (child === undefined || !running.has(child)) return stopping ? "stopped" : "not running (starting or being replaced)";
+        return reportOf(child);
+      }),
+    );
+    return combineReports(answers, stopping);
+  };
+  const healthFiber = options.health ? Effect.runFork(startHealthServer(options.health, report, logger)) : undefined;
+
+  const signalAll = () => {
+    for (const child of children.values()) child.kill("SIGTERM");
+  };
+  const stopAll = () => {
+    stopping = true;
+    signalAll();
+    if (children.size === 0) finish();
+  };
+  const finish = () => {
+    allStarted.reject(new Error(`picket: the worker processes stopped before all had started${failure ? `: ${failure}` : ""}`));
+    const done = () => (failure === undefined ? stopped.resolve() : stopped.reject(new Error(`picket: ${failure}`)));
+    if (healthFiber === undefined) return done();
+    void Effect.runPromise(Fiber.interrupt(healthFiber)).finally(done);
+  };
+
+  const start = (slot: number) => {
+    // Its own process group: a Ctrl-C in a terminal reaches the parent only, which passes it on
+    // once (a child that got it twice would skip its drain).
+    const child = fork(options.script, options.args, { env: { ...options.env, PICKET_WORKER_PROCESS: String(slot) }, stdio: "inherit", detached: true });
+    child.on("message", (message) => {
+      if (message !== STARTED_MESSAGE) return;
+      running.add(child);
+      everStarted.add(slot);
+      if (everStarted.size === count) allStarted.resolve();
+    });
+    child.on("exit", (code, signal) => {
+      children.delete(slot);
+      const hadStarted = running.delete(child);
+      if (stopping) {
+        if (code !== 0) failure ??= `worker process ${slot} (pid ${child.pid}) exited with ${code === null ? signal : `code ${code}`} while draining`;
+        if (children.size === 0) finish();
+        return;
+      }
+      if (!hadStarted) {
+        logger.error({ process: slot, pid: child.pid, code, signal }, `worker process ${slot} exited before it started (code ${code ?? signal}); stopping the others`);
+        failure = `worker process ${slot} exited before it started (code ${code ?? signal}); see its output above`;
+        return stopAll();
+      }
+      logger.warn({ process: slot, pid: child.pid, code, signal }, `worker process ${slot} (pid ${child.pid}) died (${signal ?? `code ${code}`}); starting a new one`);
+      setTimeout(() => {
+        if (!stopping) start(slot);
+      }, RESTART_DELAY_MS);
+    });
+    children.set(slot, child);
+    logger.info({ process: slot, pid: child.pid }, `worker process ${slot} starting (pid ${child.pid})`);
+  };
+
+  for (let slot = 1; slot <= count; slot++) start(slot);
+  return {
+    started: allStarted.promise,
+    stopped: stopped.promise,
+    stop: () => {
+      if (!stopping) stopAll();
+      return stopped.promise;
+    },
+    // The second stop, passed on: each child's second signal interrupts and releases its jobs.
+    force: signalAll,
+    health: report,
+  };
+};
+
+/**
+ * One report for all the processes (`answers[i]` is process i + 1's report, or why there is none):
+ * each check holds when it holds in every process, its reasons named by process, and `processes`
+ * holds when every process answered.
+ */
+export const combineReports = (answers: Array<HealthReport | string>, stopping: boolean): HealthReport => {
+  const reports = answers.flatMap((answer, i) => (typeof answer === "string" ? [] : [{ slot: i + 1, report: answer }]));
+  const combine = (name: "database" | "poll" | "leases"): HealthCheck => {
+    const failing = reports.filter(({ report }) => !report.checks[name].ok);
+    return failing.length === 0 ? { ok: true } : { ok: false, reason: failing.map(({ slot, report }) => `process ${slot}: ${report.checks[name].reason}`).join("; ") };
+  };
+  const missing = answers.flatMap((answer, i) => (typeof answer === "string" ? [`process ${i + 1}: ${answer}`] : []));
+  const checks = {
+    database: combine("database"),
+    poll: combine("poll"),
+    leases: combine("leases"),
+    processes: missing.length === 0 ? { ok: true } : { ok: false, reason: missing.join("; ") },
+  };
+  const inFlight: Record<string, number> = {};
+  for (const { report } of reports) for (const [task, n] of Object.entries(report.inFlight)) inFlight[task] = (inFlight[task] ?? 0) + n;
+  const polls = reports.flatMap(({ report }) => (report.lastPollAt === null ? [] : [report.lastPollAt])).sort();
+  return {
+    healthy: Object.values(checks).every((check) => check.ok),
+    ready: !stopping && missing.length === 0 && reports.every(({ report }) => report.ready),
+    draining: stopping,
+    lastPollAt: polls.at(-1) ?? null,
+    inFlight,
+    checks,
+  };
+};
+
+/** What startWorkerProcesses runs: N copies of `picket worker` over one tasks module. */
+export interface StartWorkerProcessesOptions {
+  /** How many processes (a core each); at least 1. */
+  processes: number;
+  /**
+   * The module each process loads its tasks from, as `picket worker --tasks` takes it: it exports
+   * `tasks` (an array of defineTask results, or as the default export) and may export `options`
+   * (further supervisor options). A path (relative to the working directory) or a file URL.
+   */
+  tasksModule: string | URL;
+  connectionString: string;
+  /** Per process; default 10. */
+  concurrency?: number;
+  schema?: string;
+  drainTimeoutMs?: number;
+  statementTimeoutMs?: number;
+  /** The connection string goes through a pooler in transaction mode (PgBouncer). */
+  transactionPooling?: boolean;
+  /** A direct connection for LISTEN, when connectionString goes through a pooler. */
+  listenConnectionString?: string;
+  /** Apply migrations in the first process to start; default false. */
+  migrate?: boolean;
+  /** Serve one /health and /ready for all the processes. */
+  health?: { port: number; host?: string };
+  /** The parent's own log lines (processes starting, dying, replaced); default JSON to stdout. */
+  logger?: Logger;
+  /** Environment of the processes; default this process's. */
+  env?: NodeJS.ProcessEnv;
+}
+
+// The `picket` command's entry point beside this module: src/cli/main.ts when running from
+// source, dist/cli/main.js when installed.
+const CLI_ENTRY = fileURLToPath(new URL(import.meta.url.endsWith(".ts") ? "../cli/main.ts" : "../cli/main.js", import.meta.url));
+
+/**
+ * Runs `processes` supervisors, each a process of its own, from a service that embeds picket: the
+ * group `picket worker --processes N` runs, without its signal handling (the service owns its
+ * signals: call stop() from them). A process that dies is replaced after a second; stop() drains
+ * them all.
+ */
+export const startWorkerProcesses = (options: StartWorkerProcessesOptions): WorkerProcesses => {
+  if (!Number.isInteger(options.processes) || options.processes < 1) {
+    throw new InvalidConfigError(`picket: processes must be an integer ≥ 1 (got ${String(options.processes)}).`);
+  }
+  if (typeof options.connectionString !== "string" || options.connectionString === "") {
+    throw new InvalidConfigError("picket: startWorkerProcesses needs a connectionString (each process opens its own pool).");
+  }
+  const tasksModule = options.tasksModule instanceof URL ? fileURLToPath(options.tasksModule) : options.tasksModule;
+  const flag = (name: string, value: string | number | undefined) => (value === undefined ? [] : [name, String(value)]);
+  const args = [
+    "worker",
+    "--tasks",
+    tasksModule,
+    ...flag("--concurrency", options.concurrency),
+    ...flag("--schema", options.schema),
+    ...flag("--drain-timeout", options.drainTimeoutMs),
+    ...flag("--statement-timeout", options.statementTimeoutMs),
+    ...flag("--listen-url", options.listenConnectionString),
+    ...(options.transactionPooling ? ["--transaction-pooling"] : []),
+    ...(options.migrate ? ["--migrate"] : []),
+  ];
+  return runWorkerProcesses({
+    count: options.processes,
+    script: CLI_ENTRY,
+    args,
+    env: { ...(options.env ?? process.env), DATABASE_URL: options.connectionString },
+    logger: options.logger ?? createLogger(),
+    ...(options.health ? { health: { port: options.health.port, host: options.health.host ?? "0.0.0.0" } } : {}),
+  });
+};
