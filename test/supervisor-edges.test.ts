@@ -494,3 +494,24 @@ describe("configuration reaching the runtime", () => {
     expect(order).toEqual(["a", "b", "a", "b", "a", "b"]);
   });
 });
+
+describe("a job's logger", () => {
+  it("is made only for a job whose handler logs: a held job carries no pino child of its own", async () => {
+    const { lines, logger } = captureLogs();
+    const jobChildren: unknown[] = [];
+    const child = logger.child.bind(logger);
+    logger.child = ((bindings, options) => {
+      if ("job_id" in bindings) jobChildren.push(bindings.job_id);
+      return child(bindings, options);
+    }) as typeof logger.child;
+    const quiet = defineTask({ name: "log-quiet", handler: async () => "done" });
+    const chatty = defineTask({ name: "log-chatty", handler: async (_payload, { logger: log, job }) => log.info({ n: job.id }, "working") });
+    const quietJobs = await enqueueJobs(db.pool, Array.from({ length: 3 }, () => ({ type: "log-quiet" })));
+    const chattyJobs = await enqueueJobs(db.pool, Array.from({ length: 2 }, () => ({ type: "log-chatty" })));
+    const { outcomes } = await startWorker({ connectionString: db.url, tasks: [quiet, chatty], logger });
+    await expect.poll(() => outcomes.filter((o) => o.outcome === "completed").length, { timeout: 5_000 }).toBe(5);
+    expect(jobChildren.sort()).toEqual(chattyJobs.map((job) => job.id).sort());
+    expect(lines.filter((line) => line.msg === "working").map((line) => line.job_id)).toEqual(expect.arrayContaining(chattyJobs.map((job) => job.id)));
+    expect(quietJobs.every((job) => !jobChildren.includes(job.id))).toBe(true);
+  });
+});

@@ -95,14 +95,16 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   const write = (run: (input: WriteInput, signal: AbortSignal) => Promise<FencedResult>) =>
     fromPromise<FencedResult, WriteInput>(({ input, signal }) => writeOutcome(() => run(input, signal), signal));
 
-  const handlerContext = (job: ClaimedJob): Omit<HandlerContext, "signal"> => {
+  const handlerContext = (job: ClaimedJob, signal: AbortSignal): HandlerContext => {
     // The job's logger is made when first used: most handlers never log, and a pino child per
-    // in-flight job was a measurable share of its memory.
+    // in-flight job was a measurable share of its memory. (So the context is built with its
+    // signal, never spread: spreading it would call the getter.)
     let jobLog: Logger | undefined;
     const logger = () => (jobLog ??= log(job));
     const idempotencyKey = `picket:${schema}:${job.id}`;
     return {
       job: { id: job.id, task: job.type, attempt: job.attempts, maxAttempts: job.maxAttempts, enqueuedAt: job.createdAt },
+      signal,
       get logger() {
         return logger();
       },
@@ -141,7 +143,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
       runHandler: fromPromise<unknown, { job: ClaimedJob }>(({ input, signal }) =>
         !deps.leaseProvable(input.job)
           ? lapsed(input.job)
-          : runHandler(deps.taskFor(input.job.type)!, input.job.payload, handlerContext(input.job), signal, () => deps.handlerSettled(input.job)),
+          : runHandler(deps.taskFor(input.job.type)!, input.job.payload, handlerContext(input.job, signal), () => deps.handlerSettled(input.job)),
       ),
       writeCompletion: write(({ job, result }, signal) => complete({ ...claimOf(job), result }, signal)),
       writeFailure: write(({ job, error }, signal) => fail({ ...claimOf(job), error: errorText(error) }, signal)),

@@ -28,8 +28,8 @@ const storable = (result: unknown): unknown => {
 };
 
 /**
- * Runs the handler under `signal`: resolves with its result, rejects with a HandlerFailure.
- * Leaving `running` aborts the signal: a promise handler sees it abort (all that interrupting an
+ * Runs the handler under its context's signal: resolves with its result, rejects with a
+ * HandlerFailure. Leaving `running` aborts the signal: a promise handler sees it abort (all that interrupting an
  * Effect.tryPromise would do for it, at a fraction of the cost of a fiber per job); a handler that
  * returns an Effect has its fiber interrupted; an isolated handler's thread is terminated.
  * `settled` is called the moment the handler's own promise settles, before its result travels
@@ -39,10 +39,10 @@ const storable = (result: unknown): unknown => {
 export const runHandler = (
   task: Task,
   payload: unknown,
-  ctx: Omit<HandlerContext, "signal">,
-  signal: AbortSignal,
+  ctx: HandlerContext,
   settled: () => void = () => undefined,
 ): Promise<unknown> => {
+  const { signal } = ctx;
   const running =
     task.isolate !== undefined
       ? Effect.runPromise(Effect.result(runIsolated(task, payload, ctx, settled)), { signal }).then((result) => {
@@ -51,7 +51,7 @@ export const runHandler = (
         })
       : (async () => {
           try {
-            const returned = task.handler!(payload, { ...ctx, signal });
+            const returned = task.handler!(payload, ctx);
             // A handler may return an Effect: run it under the same signal, so it is interrupted too.
             return await (Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal }) : returned);
           } catch (error) {
@@ -74,7 +74,7 @@ interface WorkerMessage {
 }
 
 /** Runs the handler in a worker thread; interruption terminates the thread, busy loop or not. */
-const runIsolated = (task: Task, payload: unknown, ctx: Omit<HandlerContext, "signal">, settled: () => void): Effect.Effect<unknown, HandlerFailure> =>
+const runIsolated = (task: Task, payload: unknown, ctx: HandlerContext, settled: () => void): Effect.Effect<unknown, HandlerFailure> =>
   Effect.callback<unknown, HandlerFailure>((resume) => {
     const worker = new Worker(WORKER_SCRIPT, {
       workerData: {
