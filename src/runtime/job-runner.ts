@@ -44,11 +44,13 @@ export class JobRun<Output = unknown> {
   private generation = 0;
   private controller: AbortController | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
+  private started = false;
   /** Events sent before start(): taken once it has run, in order, as an XState actor's mailbox does. */
-  private early: MachineEvent[] | undefined = [];
+  private early: MachineEvent[] | undefined;
 
   private readonly path: DerivedPath;
-  private readonly input: unknown;
+  /** Needed only until the start (an actor that runs the job from its start takes it). */
+  private input: unknown;
   private readonly observer: RunObserver<Output>;
   private readonly options: RunOptions;
 
@@ -83,8 +85,9 @@ export class JobRun<Output = unknown> {
   }
 
   start(): void {
+    if (this.started) return;
+    this.started = true;
     const early = this.early;
-    if (early === undefined) return;
     this.early = undefined;
     if (this.options.parent || this.options.inspect) this.takeOver(undefined);
     else {
@@ -99,11 +102,12 @@ export class JobRun<Output = unknown> {
         this.fail(error);
       }
     }
-    for (const event of early) this.send(event);
+    this.input = undefined;
+    if (early) for (const event of early) this.send(event);
   }
 
   send(event: MachineEvent): void {
-    if (this.early !== undefined) return void this.early.push(event);
+    if (!this.started) return void (this.early ??= []).push(event);
     if (this.taken) return void this.taken.send(event);
     if (this.runStatus !== "active") return;
     try {

@@ -23,7 +23,7 @@ import { jobLogger, type Logger } from "./logger.ts";
 import { runHandler } from "./run-handler.ts";
 import { checkPayload, type HandlerContext, type Task } from "./task.ts";
 import type { Inspector } from "./inspection.ts";
-import { runAlongPath, type JobRun, type RunObserver } from "./job-runner.ts";
+import { runAlongPath, type JobRun, type RunObserver, type RunOptions } from "./job-runner.ts";
 import { createWriteBatcher } from "./write-batcher.ts";
 
 /** What a job's machine ends with. */
@@ -70,6 +70,9 @@ export interface JobRuntime {
   /** Creates (does not start) the machine for one claimed job; without a free slot it waits for START. */
   create(job: ClaimedJob, slotFree: boolean, observer: JobObserver): JobHandle;
 }
+
+/** A job run without an inspector: one options object for all of them. */
+const NO_RUN_OPTIONS: RunOptions = {};
 
 const errorText = (error: JobError | null): string => (error === null ? "unknown error" : `${error.kind}: ${error.message}`);
 
@@ -176,7 +179,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
         path,
         { job, hasHandler: task !== undefined, hasSchema: task?.schema !== undefined, timeoutMs: task?.timeoutMs ?? 1, slotFree },
         observer,
-        { ...(parent ? { parent } : {}), ...(deps.inspect ? { inspect: deps.inspect } : {}) },
+        parent ? { parent } : deps.inspect ? { inspect: deps.inspect } : NO_RUN_OPTIONS,
       );
     },
   };
