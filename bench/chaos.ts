@@ -44,6 +44,11 @@ export interface ChaosOptions {
    */
   minKills?: number;
   /**
+   * Likewise for row locks: the window is stretched (kills go on) until at least this many rows
+   * were locked and released, at most by another durationMs. Default 0.
+   */
+  minRowLocks?: number;
+  /**
    * Mean time between freezes: a random worker is SIGSTOPped for 1–2 leases, then SIGCONTed,
    * so it resumes as a stalled owner whose claims were reclaimed meanwhile. 0: none. Default 10000.
    */
@@ -317,6 +322,7 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
     leaseMs: options.leaseMs,
     killEveryMs: options.killEveryMs ?? 3_000,
     minKills: options.minKills ?? 0,
+    minRowLocks: options.minRowLocks ?? 0,
     freezeEveryMs: options.freezeEveryMs ?? 10_000,
     rowLockEveryMs: options.rowLockEveryMs ?? 8_000,
     rowLockLeases: options.rowLockLeases ?? [2, 4],
@@ -574,7 +580,8 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
           continue;
         }
         // Within the chaos window: shortened to the time left, if that is still the shortest hold.
-        const room = end - Date.now();
+        // Until enough rows were locked, the window is stretched for them (see rowLocksDone).
+        const room = (rowLocks.length < o.minRowLocks ? end + o.durationMs : end) - Date.now();
         if (room < o.leaseMs * o.rowLockLeases[0]) return;
         holdMs = Math.min(holdMs, Math.floor(room));
         // No row processing right now: look again shortly.
@@ -582,6 +589,9 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
       }
     };
     rowLocker = lockRows();
+    // Enough rows locked, each released (a lock is held for whole leases), or the stretch is over.
+    const rowLocksDone = (now: number) =>
+      now >= end + o.durationMs || (rowLocks.length >= o.minRowLocks && rowLocks.every((lock) => lock.releasedAtMs !== null));
     const nextGap = () => o.killEveryMs * (0.5 + Math.random());
     const nextFreezeGap = () => (o.freezeEveryMs > 0 ? o.freezeEveryMs * (0.5 + Math.random()) : Infinity);
     let nextKill = t0 + nextGap();
@@ -591,7 +601,7 @@ export const runChaos = async (options: ChaosOptions): Promise<Report> => {
       aborted();
       respawnCrashed();
       const now = Date.now();
-      if (now >= end && kills.length >= o.minKills) break;
+      if (now >= end && kills.length >= o.minKills && rowLocksDone(now)) break;
       if (restart === null && now >= restartAt) {
         // No worker may be starting (a start with the database down fails, by design).
         await allStarted(30_000);

@@ -21,6 +21,8 @@ describe("chaos: SIGKILLed and frozen workers, locked rows, a paused and a resta
       minKills: 2,
       freezeEveryMs: 3_000,
       rowLockEveryMs: 2_000,
+      // Likewise, the pause and the restart can leave no room for a row lock held two leases.
+      minRowLocks: 1,
       pgPauses: 1,
       pgPauseLeases: [1.5, 2],
       // A few jobs run two to three leases, early (the pause catches them running).
