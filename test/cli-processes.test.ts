@@ -14,15 +14,16 @@ import { captureLogs } from "./support/worker.ts";
 const db = useTestDatabase();
 const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
 
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
 describe("worker --processes", () => {
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   /** Starts `worker --processes 2` in a process group of its own, as a terminal would. */
   const start = (...extra: string[]) => {
     const handle = { parent: 0, output: () => "" };
@@ -98,14 +99,6 @@ describe("startWorkerProcesses, for a service that embeds the group", () => {
   const TASKS = new URL("./fixtures/hello-tasks.ts", import.meta.url);
   // The processes' own log lines are kept out of the test's output.
   const env = { ...process.env, PICKET_LOG_LEVEL: "error" };
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   const napping = async () =>
     (await db.pool.query("SELECT count(*)::int AS n, count(DISTINCT locked_by)::int AS workers FROM picket.jobs WHERE type = 'nap' AND status = 'processing'")).rows[0];
 

@@ -29,9 +29,10 @@ const storable = (result: unknown): unknown => {
 
 /**
  * Runs the handler under its context's signal: resolves with its result, rejects with a
- * HandlerFailure. Leaving `running` aborts the signal: a promise handler sees it abort (all that interrupting an
- * Effect.tryPromise would do for it, at a fraction of the cost of a fiber per job); a handler that
- * returns an Effect has its fiber interrupted; an isolated handler's thread is terminated.
+ * HandlerFailure. Leaving `running` aborts the signal: a promise handler sees it abort (all that
+ * interrupting an Effect.tryPromise would do for it, at a fraction of the cost of a fiber per job);
+ * a handler that returns an Effect has its fiber interrupted; an isolated handler's thread is
+ * terminated.
  * `settled` is called the moment the handler's own promise settles, before its result travels
  * on: a handler that blocked the event loop past its lease deadline has finished by the time the
  * deadline is looked at, and its outcome must not be taken for a running handler's.
