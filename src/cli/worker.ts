@@ -121,7 +121,7 @@ const openDatabase = async (options: WorkerOptions) => {
 const PARENT_OPTIONS = ["--processes", "--database-url", "--health-port"];
 
 /** The arguments of the current `worker` command for a child: the same, without the parent's options. */
-export const childArguments = (argv: string[]): string[] => {
+const childArguments = (argv: string[]): string[] => {
   const args: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;

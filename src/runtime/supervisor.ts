@@ -47,21 +47,20 @@ interface JobBookkeeping {
  * thousands of these, and three closures per job were a tenth of a held job's heap.
  */
 class RunningJob implements JobObserver {
+  readonly job: ClaimedJob;
   actor!: JobHandle;
   readonly startedAt = Date.now();
+  /** It holds one of the worker's slots: its payload check or handler runs, or will once START is processed. */
+  holdsSlot: boolean;
   /** When it took its slot (performance.now()): how long tasks hold slots sizes the buffer. */
   slotTakenAt = performance.now();
+  /** When (performance.now()) the statement that last confirmed its lease, the claim or a renewal, was sent. */
+  confirmedAt: number;
   /**
    * When (performance.now()) its handler returned or threw: the outcome is on its way, and the
    * lease deadline no longer interrupts it. Undefined while the handler has not ended.
    */
   handlerSettledAt: number | undefined = undefined;
-
-  /** It holds one of the worker's slots: its payload check or handler runs, or will once START is processed. */
-  holdsSlot: boolean;
-  /** When (performance.now()) the statement that last confirmed its lease, the claim or a renewal, was sent. */
-  confirmedAt: number;
-  readonly job: ClaimedJob;
   private readonly bookkeeping: JobBookkeeping;
 
   constructor(bookkeeping: JobBookkeeping, job: ClaimedJob, slotFree: boolean, claimSentAt: number) {
