@@ -107,6 +107,9 @@ describe("the lease deadline on the worker's clock", () => {
     held.leaseConfirmed(entry!.job, 20); // an older confirmation arriving late moves nothing back
     expect(held.leaseProvable(entry!.job, 849.9)).toBe(true);
     expect(held.leaseProvable(job("a"), 0)).toBe(false);
+    // A write under a claim that has since finished confirms nothing and ends nothing.
+    expect(() => held.leaseConfirmed(job("a"), 900)).not.toThrow();
+    expect(() => held.handlerSettled(job("a"), 900)).not.toThrow();
   });
 });
 

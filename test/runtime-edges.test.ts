@@ -94,6 +94,51 @@ describe("runtime edges", () => {
     }
   });
 
+  // The first claim that takes a job commits on the server, and its reply is lost; the next poll
+  // is a minute away and nothing wakes the worker, so only stop() can give the job back.
+  const lostFirstClaim = () => {
+    let first = true;
+    return interceptedPool(db.url, async (statement, forward) => {
+      const result = await forward();
+      if (first && statement.name.startsWith("picket_claim_") && result.rows.length > 0) {
+        first = false;
+        throw new Error("claim reply lost by test");
+      }
+      return result;
+    });
+  };
+
+  it("gives back at stop() the jobs of a claim whose reply never came, when no later poll did", async () => {
+    const { pool, end } = lostFirstClaim();
+    try {
+      const task = defineTask({ name: "edge-lost-claim-stop", leaseMs: 60_000, handler: async () => "ok" });
+      const job = await enqueueJob(db.pool, { type: "edge-lost-claim-stop" });
+      const { supervisor, logs } = await startWorker({ pool, tasks: [task], listen: false, pollIntervalMs: 60_000 });
+      await expect.poll(() => logs.some((l) => l.msg === "poll failed; polling again after the interval"), { timeout: 5_000 }).toBe(true);
+      expect(await row(db.pool, job.id)).toMatchObject({ status: "processing", attempts: 1 });
+      await supervisor.stop();
+      expect(await row(db.pool, job.id)).toMatchObject({ status: "pending", attempts: 0, claim_token: null });
+      expect(logs.find((l) => /^a claim's reply never arrived: gave back 1 job/.test(l.msg))).toMatchObject({ level: 40, jobs: [job.id] });
+    } finally {
+      await end();
+    }
+  });
+
+  it("leaves them to the sweep when the stop is forced: a forced stop makes no statement it can skip", async () => {
+    const { pool, end } = lostFirstClaim();
+    try {
+      const task = defineTask({ name: "edge-lost-claim-force", leaseMs: 60_000, handler: async () => "ok" });
+      const job = await enqueueJob(db.pool, { type: "edge-lost-claim-force" });
+      const { supervisor, logs } = await startWorker({ pool, tasks: [task], listen: false, pollIntervalMs: 60_000 });
+      await expect.poll(() => logs.some((l) => l.msg === "poll failed; polling again after the interval"), { timeout: 5_000 }).toBe(true);
+      supervisor.force();
+      await supervisor.stop();
+      expect(await row(db.pool, job.id)).toMatchObject({ status: "processing", attempts: 1 });
+    } finally {
+      await end();
+    }
+  });
+
   it("gives back, unrun and uncharged, the jobs of a claim whose reply came too late", async () => {
     // The first claim commits on the server, but its reply reaches the worker after the claim's
     // bound: the worker never runs those jobs under that claim.

@@ -383,12 +383,11 @@ export class Supervisor {
   }
 
   /**
-   * Gives back, unrun and uncharged, jobs of claims whose reply never came. Claims are made one at
-   * a time, so none is in flight here. When it fails (the database is still away), the tokens are
+   * Gives back, unrun and uncharged, jobs of claims whose reply never came (no statement when there
+   * are none). Claims are made one at a time, so none is in flight here. When it fails (the database is still away), the tokens are
    * kept for the next try; the claim goes ahead meanwhile.
    */
   private async giveBackUnreturned(timeoutMs: number, signal: AbortSignal = this.lifetime.signal): Promise<void> {
-    if (this.unreturned.length === 0) return;
     try {
       const ids = await giveBackUnreturnedClaims(this.pool!, this.unreturned, { ...this.statements, timeoutMs, signal });
       this.unreturned = [];
@@ -457,15 +456,11 @@ export class Supervisor {
   }
 
   /**
-   * One renewal round: every claim this worker holds, in one statement. A lease written is
-   * confirmed from the moment the statement was sent (the database's lease starts later than
-   * that). A row another session holds locked is skipped (busy) and stays unconfirmed this round
-   * (a job's own progress writes renew its lease too). A fenced renewal of a job still before its
-   * outcome means the claim was lost.
+   * One renewal round: every claim this worker holds, in one statement (none when it holds none).
+   * What the round found is HeldJobs' to judge (HeldJobs.renewed).
    */
   private async renewOnce(): Promise<void> {
     const live = [...this.held.values()];
-    if (live.length === 0) return;
     const sentAt = performance.now();
     const results = await renewLeases(this.pool!, live.map(({ job }) => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs })), this.statements);
     this.held.renewed(live, results, sentAt);
