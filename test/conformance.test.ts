@@ -335,16 +335,42 @@ describe("shapes the job machine does not use today, run as XState runs them", (
 
 describe("the derivation refuses a machine it cannot run as XState would", () => {
   const flat = { initial: "a", states: { a: { on: { GO: "done" } }, done: { type: "final" as const } } };
-  it.each([
-    ["child states", createMachine({ initial: "a", states: { a: { initial: "x", states: { x: { on: { GO: "#m.done" } } } }, done: { type: "final" } }, id: "m" })],
-    ["a built-in action other than assign", createMachine({ ...flat, states: { ...flat.states, a: { on: { GO: { target: "done", actions: raise({ type: "X" }) } } } } })],
-    ["a higher-order guard other than not()", createMachine({ ...flat, states: { ...flat.states, a: { on: { GO: { target: "done", guard: and([() => true]) } } } } })],
-    ["an actor that is not a promise", setup({ actors: { listen: fromCallback(() => undefined) } }).createMachine({ ...flat, states: { ...flat.states, a: { invoke: { src: "listen", onDone: "done" } } } })],
-    ["an actor whose logic is a reducer", setup({ actors: { count: fromTransition((n: number) => n + 1, 0) } }).createMachine({ ...flat, states: { ...flat.states, a: { invoke: { src: "count", onDone: "done" } } } })],
-    ["an actor not named in setup()", createMachine({ ...flat, states: { ...flat.states, a: { invoke: { src: fromPromise(async () => 1), onDone: "done" } } } })],
-    ["a goal the initial state does not lead to", createMachine({ ...flat, states: { a: {}, done: { type: "final" } } })],
-  ])("%s", (_, machine) => {
-    expect(() => derivePath(machine, { goal: "done", events: ["GO"] })).toThrow(MachineShapeError);
+  const withA = (a: object) => ({ ...flat, states: { ...flat.states, a: { on: { GO: "done" }, ...a } } });
+  const promise = setup({ actors: { fetch: fromPromise(async () => 1) } });
+  // Each shape, and the reason the refusal gives for it (the reason is what tells whoever changed
+  // the job machine what to change back, or what to teach the derivation).
+  it.each<[string, AnyStateMachine, string]>([
+    ["transitions on the root", createMachine({ ...flat, on: { X: ".a" } }), "the root has transitions, actions or invocations"],
+    ["entry actions on the root", createMachine({ ...flat, entry: () => undefined }), "the root has transitions, actions or invocations"],
+    ["exit actions on the root", createMachine({ ...flat, exit: () => undefined }), "the root has transitions, actions or invocations"],
+    ["an invocation on the root", promise.createMachine({ ...flat, invoke: { src: "fetch" } }), "the root has transitions, actions or invocations"],
+    ["child states", createMachine({ id: "m", initial: "a", states: { a: { initial: "x", states: { x: { on: { GO: "#m.done" } } } }, done: { type: "final" } } }), 'state "a" has child states'],
+    ["two invocations in a state", promise.createMachine(withA({ invoke: [{ src: "fetch", onDone: "done" }, { src: "fetch" }] })), 'state "a" invokes more than one actor'],
+    ["two delays in a state", createMachine(withA({ after: { 10: "done", 20: "done" } })), 'state "a" has more than one delayed transition'],
+    ["exit actions in a state", createMachine(withA({ exit: () => undefined })), 'state "a" has exit actions'],
+    ["a named guard with no implementation", createMachine(withA({ on: { GO: { target: "done", guard: "missing" } } })), 'guard "missing" in state "a" is not implemented'],
+    ["a higher-order guard other than not()", createMachine(withA({ on: { GO: { target: "done", guard: and([() => true]) } } })), 'a higher-order guard other than not() in state "a"'],
+    ["a named action with no implementation", createMachine(withA({ on: { GO: { target: "done", actions: "missing" } } })), 'action "missing" in state "a" is not implemented'],
+    ["a built-in action other than assign", createMachine(withA({ on: { GO: { target: "done", actions: raise({ type: "X" }) } } })), 'built-in action "xstate.raise" in state "a"'],
+    ["a re-entering transition", createMachine(withA({ on: { GO: "done", AGAIN: { target: "a", reenter: true } } })), 'a re-entering transition in state "a"'],
+    ["eventless transitions past the initial state", createMachine({ initial: "a", states: { a: { on: { GO: "b" } }, b: { always: "done" }, done: { type: "final" } } }), 'state "b" has eventless transitions (only the initial state may)'],
+    ["entry actions on the initial state", createMachine(withA({ entry: () => undefined })), "the initial state has entry actions"],
+    ["an actor that is not a promise", setup({ actors: { listen: fromCallback(() => undefined) } }).createMachine(withA({ invoke: { src: "listen", onDone: "done" } })), 'state "a" invokes "listen", which is not a promise actor'],
+    ["an actor whose logic is a reducer", setup({ actors: { count: fromTransition((n: number) => n + 1, 0) } }).createMachine(withA({ invoke: { src: "count", onDone: "done" } })), 'state "a" invokes "count", which is not a promise actor'],
+    ["an actor not named in setup()", createMachine(withA({ invoke: { src: fromPromise(async () => 1), onDone: "done" } })), `state "a" invokes an actor not named in the machine's setup()`],
+    ["a named delay with no implementation", createMachine({ initial: "a", states: { a: { on: { GO: "b" } }, b: { on: { GO: "done" }, after: { later: "done" } }, done: { type: "final" } } }), 'delay "later" in state "b" is not implemented'],
+    ["a goal the initial state does not lead to", createMachine({ ...flat, states: { a: {}, done: { type: "final" } } }), 'the initial state does not lead to "done"'],
+  ])("%s", (_, machine, reason) => {
+    expect(() => derivePath(machine, { goal: "done", events: ["GO"] })).toThrow(new MachineShapeError(machine.id, reason));
+  });
+
+  it("names the machine, the reason and what to do", () => {
+    const machine = createMachine({ id: "jobs", ...flat });
+    expect(() => derivePath(machine, { goal: "finished", events: ["GO"] })).toThrow(
+      'picket: the "jobs" machine has a shape the derived path cannot run exactly as XState would (no state "finished"). ' +
+        "Keep the job machine flat, with assign and named custom actions, promise actors and at most one invocation and one delay per state, " +
+        "or extend src/machines/derive-path.ts and its conformance test.",
+    );
   });
 
   it("but takes the same machine with a promise actor named in setup()", () => {

@@ -146,9 +146,11 @@ export const derivePath = (machine: AnyStateMachine, options: PathOptions): Deri
     if (Object.keys(node.states).length > 0) refuse(`state "${key}" has child states`);
     if (node.invoke.length > 1) refuse(`state "${key}" invokes more than one actor`);
     if (node.after.length > 1) refuse(`state "${key}" has more than one delayed transition`);
-    // The only exit action allowed is the cancel of the state's own delay, which the runner does on leaving.
+    // The only exit action allowed is the cancel of the state's own delay, which the runner does on
+    // leaving. (Without a delay, any exit action is refused: an action's missing sendId would
+    // otherwise match the missing delay, and the runner would skip the action.)
     const delayId = node.after[0]?.eventType;
-    if (node.exit.some((a) => (a as { sendId?: unknown }).sendId !== delayId)) refuse(`state "${key}" has exit actions`);
+    if (node.exit.some((a) => delayId === undefined || (a as { sendId?: unknown }).sendId !== delayId)) refuse(`state "${key}" has exit actions`);
   }
 
   const resolveParams = (params: unknown, args: Args): unknown => (typeof params === "function" ? params(args) : params);
