@@ -68,7 +68,7 @@ describe("machine diagrams", () => {
     expect(lines).toContain("  running_polling --> running_polling : done [pollFull]");
     expect(lines).toContain("  running_waiting --> running_polling : after pollInterval");
     expect(lines).toContain("  draining --> stopped : always [idle]");
-    // The root's JOB_FINISHED counter is not a transition between states.
+    // The root's JOBS_FINISHED counter is not a transition between states.
     expect(machineTransitions(supervisorMachine).map((row) => row.source)).not.toContain("supervisor");
     expect(machineTransitions(supervisorMachine)).toHaveLength(25);
     expect(lines).toContain("  running_polling --> running_polling : done [woken]");

@@ -39,18 +39,18 @@ const setup = (options: { concurrency?: number; prefetch?: number; tasks?: Task[
   const { lines, logger } = captureLogs();
   const tasks = options.tasks ?? [defineTask({ name: "a", handler: async () => undefined })];
   const finished: Array<{ id: string; outcome: JobOutcome; error: string | null }> = [];
-  let slotsFreed = 0;
+  const turns: Array<{ finished: number; slotFreed: boolean }> = [];
   const held = new HeldJobs({
     concurrency: options.concurrency ?? 10,
     prefetch: options.prefetch ?? 0,
     tasks: new Map(tasks.map((task) => [task.name, task])),
     logger,
     create: (_job, slotFree) => new FakeHandle(slotFree),
-    slotsFreed: () => slotsFreed++,
+    turnEnded: (finished, slotFreed) => turns.push({ finished, slotFreed }),
     finished: (entry, outcome, error) => finished.push({ id: entry.job.id, outcome, error }),
   });
   const handle = (entry: HeldJob) => entry.actor as FakeHandle;
-  return { held, lines, finished, handle, slotsFreed: () => slotsFreed };
+  return { held, lines, finished, handle, turns };
 };
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
@@ -242,15 +242,15 @@ describe("slots, the local buffer and the claim's size", () => {
   });
 
   it("gives claimed jobs the free slots, keeps the rest waiting, and starts them oldest first as slots free", async () => {
-    const { held, handle, slotsFreed } = setup({ concurrency: 2 });
+    const { held, handle, turns } = setup({ concurrency: 2 });
     const entries = held.claimed([job("a"), job("a"), job("a"), job("a")], 0);
     expect(entries.map((e) => e.holdsSlot)).toEqual([true, true, false, false]);
     expect(held.waiting).toBe(2);
     entries[0]!.changed("completing");
     entries[1]!.changed("completing");
-    expect(slotsFreed()).toBe(0);
+    expect(turns).toEqual([]);
     await turn();
-    expect(slotsFreed()).toBe(1);
+    expect(turns).toEqual([{ finished: 0, slotFreed: true }]);
     expect(handle(entries[2]!).events).toEqual([{ type: "START" }]);
     expect(handle(entries[3]!).events).toEqual([{ type: "START" }]);
     expect(held.waiting).toBe(0);
@@ -288,6 +288,23 @@ describe("slots, the local buffer and the claim's size", () => {
     held.releaseWaiting();
     expect(handle(waiting!).events).toEqual([{ type: "RELEASE" }]);
     expect(handle(running!).events).toEqual([]);
+  });
+
+  it("tells the supervisor once per turn how many jobs finished and whether a slot was freed", async () => {
+    const { held, turns, handle } = setup({ concurrency: 3 });
+    const entries = held.claimed([job("a"), job("a"), job("a"), job("a")], 0);
+    for (const entry of entries.slice(0, 3)) held.finish(entry, "completed", null);
+    expect(turns).toEqual([]);
+    await turn();
+    expect(turns).toEqual([{ finished: 3, slotFreed: true }]);
+    // The waiting job took a freed slot at the end of that turn, before the supervisor heard.
+    expect(handle(entries[3]!).events).toEqual([{ type: "START" }]);
+    await turn();
+    expect(turns).toHaveLength(1);
+    const [waiting] = held.claimed([job("a"), job("a"), job("a")], 0).slice(2);
+    held.finish(waiting!, "released", null); // it never held a slot
+    await turn();
+    expect(turns.at(-1)).toEqual({ finished: 1, slotFreed: false });
   });
 
   it("counts each outcome once, and tells the supervisor once per job", () => {

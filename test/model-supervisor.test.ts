@@ -38,7 +38,7 @@ describe("supervisor machine against the real runtime", () => {
           { type: "STOP" },
           { type: "FORCE" },
           { type: "WAKE" },
-          ...(running > 0 ? [{ type: "JOB_FINISHED" }, { type: "SLOT_FREED" }] : []),
+          ...(running > 0 ? [{ type: "JOBS_FINISHED", count: 1 }, { type: "SLOT_FREED" }] : []),
           ...(running === 0 ? [{ type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 1, claimed: 1 } }] : []),
           { type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 2, claimed: 0 } },
           { type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 0, claimed: 0 } },

@@ -87,10 +87,13 @@ export interface HeldJobsOptions {
   logger: Logger;
   /** Creates (does not start) a claimed job's machine. */
   create(job: ClaimedJob, slotFree: boolean, observer: JobObserver): JobHandle;
-  /** Once per turn of the event loop in which slots were freed, after waiting jobs took them. */
-  slotsFreed(): void;
   /** A job's machine ended and its entry is gone. */
   finished(entry: HeldJob, outcome: JobOutcome, error: string | null): void;
+  /**
+   * Once at the end of a turn of the event loop in which jobs finished or slots were freed (after
+   * waiting jobs took the freed slots): how many finished, and whether a slot was freed.
+   */
+  turnEnded(finished: number, slotFreed: boolean): void;
 }
 
 /** What the next claim asks for: each task's share, and the most it may take in all. */
@@ -111,7 +114,10 @@ export class HeldJobs {
    * worker's local buffer. Their machines wait in `waitingForSlot`.
    */
   private readonly queued = new Set<HeldJob>();
-  private slotFreedQueued = false;
+  /** What this turn of the event loop changed, told to the supervisor once at its end. */
+  private finishedThisTurn = 0;
+  private slotFreedThisTurn = false;
+  private turnEndQueued = false;
   /** Once the drain began, waiting jobs are not started any more: they are released. */
   private draining = false;
   /** How long each task's jobs hold a slot and how long a claim takes (running means): they size the buffer. */
@@ -328,20 +334,31 @@ export class HeldJobs {
     this.freeSlot(entry);
     if (!this.running.delete(entry.job)) return;
     this.outcomes[outcome]++;
+    this.finishedThisTurn++;
+    this.endTurnSoon();
     this.options.finished(entry, outcome, error);
   }
 
-  /** Gives a job's slot back; waiting jobs and the supervisor hear of freed slots once per turn of the event loop. */
+  /** Gives a job's slot back; waiting jobs and the supervisor hear of freed slots at the end of the turn. */
   freeSlot(entry: HeldJob): void {
     if (!entry.holdsSlot) return;
     entry.holdsSlot = false;
     this.slotHoldMs.set(entry.job.type, runningMean(this.slotHoldMs.get(entry.job.type), performance.now() - entry.slotTakenAt));
-    if (this.slotFreedQueued) return;
-    this.slotFreedQueued = true;
+    this.slotFreedThisTurn = true;
+    this.endTurnSoon();
+  }
+
+  private endTurnSoon(): void {
+    if (this.turnEndQueued) return;
+    this.turnEndQueued = true;
     setImmediate(() => {
-      this.slotFreedQueued = false;
-      this.startQueued();
-      this.options.slotsFreed();
+      const finished = this.finishedThisTurn;
+      const slotFreed = this.slotFreedThisTurn;
+      this.turnEndQueued = false;
+      this.finishedThisTurn = 0;
+      this.slotFreedThisTurn = false;
+      if (slotFreed) this.startQueued();
+      this.options.turnEnded(finished, slotFreed);
     });
   }
 

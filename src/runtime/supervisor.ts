@@ -123,11 +123,7 @@ export class Supervisor {
       tasks: this.tasks,
       logger: this.logger,
       create: (job, slotFree, observer) => this.jobs!.create(job, slotFree, observer),
-      slotsFreed: () => {
-        if (this.actor?.getSnapshot().status === "active") this.actor.send({ type: "SLOT_FREED" });
-      },
       finished: (entry, outcome, error) => {
-        this.actor?.send({ type: "JOB_FINISHED" });
         for (const listener of this.listeners) {
           try {
             listener({ job: entry.job, outcome, error, durationMs: Date.now() - entry.startedAt });
@@ -135,6 +131,12 @@ export class Supervisor {
             this.logger.error({ err: listenerError, job_id: entry.job.id }, "an onJobFinished listener threw; ignored");
           }
         }
+      },
+      turnEnded: (finished, slotFreed) => {
+        const actor = this.actor;
+        if (actor?.getSnapshot().status !== "active") return;
+        if (finished > 0) actor.send({ type: "JOBS_FINISHED", count: finished });
+        if (slotFreed) actor.send({ type: "SLOT_FREED" });
       },
     });
   }
