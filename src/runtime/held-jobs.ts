@@ -1,9 +1,10 @@
 // The claims a worker holds, in one place: which jobs hold a slot and which wait in the local
 // buffer, what the next claim may ask for, how each lease stands on the worker's own clock, and
 // whose handler was running when the event loop stalled. It runs no statement and no machine of
-// its own: the supervisor claims, renews and drains, and asks this for the counts and deadlines.
-// Every decision that depends on time takes `now` (performance.now()) from its caller, so each
-// boundary can be tested with a clock the test sets.
+// its own: the supervisor claims, renews and drains, and asks this for the counts and deadlines;
+// this tells it, once per turn of the event loop, how many jobs finished and whether a slot was
+// freed. Every decision that depends on time takes `now` (performance.now()) from its caller, so
+// each boundary can be tested with a clock the test sets.
 import type { ClaimedJob, ClaimWant, FencedResult } from "../db/index.ts";
 import type { JobOutcome } from "../machines/job-machine.ts";
 import type { HealthCheck } from "./health-server.ts";
