@@ -151,6 +151,9 @@ describe("stopping", () => {
       },
     });
     await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 5_000 }).toBe(true);
+    // And the first poll is over: under load it could still be in flight, and its claim could
+    // read the table after the job below was committed and run it before any STOP.
+    await expect.poll(() => supervisor.stats().lastPollAt, { timeout: 5_000 }).not.toBeNull();
     let stopped: Promise<void> | undefined;
     stopNow = () => void (stopped = supervisor.stop());
     armed = true;
