@@ -5,7 +5,7 @@
 // log of what ran (invocations started with their input, invocations aborted, custom actions).
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { and, assign, createActor, createMachine, fromCallback, fromPromise, fromTransition, raise, setup, type AnyStateMachine } from "xstate";
+import { and, assign, createActor, createMachine, fromCallback, fromPromise, fromTransition, not, raise, setup, type AnyStateMachine } from "xstate";
 import { getSimplePaths } from "xstate/graph";
 import type { ClaimedJob } from "../src/db/index.ts";
 import { derivePath, MachineShapeError } from "../src/machines/derive-path.ts";
@@ -330,6 +330,82 @@ describe("shapes the job machine does not use today, run as XState runs them", (
     expect(path.observer.told).toEqual(xstate.observer.told);
     expect(path.view().status).toBe(xstate.view().status);
     if (mode !== "no context") expect(path.view().context).toEqual(xstate.view().context);
+  });
+});
+
+describe("guards, actions, inputs and contexts in every form XState takes, run as XState runs them", () => {
+  // Targetless transitions on the path exercise each form the derivation reads: a guard with
+  // static and with dynamic params, a named guard that is itself not(...), an inline guard; an
+  // assign by function and by object with a static value; a custom action with static and with
+  // dynamic params; an inline action; a static context and a static invocation input; an output.
+  const machineFor = (log: string[]) =>
+    setup({
+      types: { context: {} as { n: number } },
+      actors: { work: fromPromise<unknown, unknown>(async ({ input }) => input) },
+      guards: {
+        below: ({ context }, params: { max: number }) => context.n < params.max,
+        small: ({ context }) => context.n < 2,
+        big: not("small"),
+      },
+      actions: {
+        grow: assign(({ context }) => ({ n: context.n + 1 })),
+        record: (_, params: { tag: string }) => void log.push(`record ${params.tag}`),
+      },
+    }).createMachine({
+      id: "forms",
+      context: { n: 0 },
+      // The runner takes a job over from XState only through the initial state's eventless transition.
+      initial: "start",
+      output: ({ context }) => ({ n: context.n }),
+      states: {
+        start: { always: "ready" },
+        ready: {
+          on: {
+            BUMP: [
+              { guard: { type: "below", params: ({ context }) => ({ max: context.n === 0 ? 2 : 3 }) }, actions: ["grow", { type: "record", params: ({ context }) => ({ tag: `grew to ${context.n}` }) }] },
+              { guard: "big", actions: [{ type: "record", params: { tag: "big" } }, ({ context }) => void log.push(`inline at ${context.n}`)] },
+            ],
+            RESET: { guard: ({ context }) => context.n > 2, actions: assign({ n: 1 }) },
+            STAY: { guard: { type: "below", params: { max: 0 } }, actions: "grow" },
+            GO: "working",
+          },
+        },
+        working: { invoke: { src: "work", input: { fixed: true }, onDone: { target: "done", actions: ({ event }) => void log.push(`work gave ${JSON.stringify(event.output)}`) } } },
+        done: { type: "final" },
+      },
+    });
+
+  it("takes the same transitions, runs the same actions and ends with the same output", async () => {
+    const events = ["BUMP", "BUMP", "BUMP", "BUMP", "STAY", "RESET", "BUMP", "RESET", "GO"];
+    const sides = [0, 1].map((side) => {
+      const log: string[] = [];
+      const observer = recorder();
+      const machine = machineFor(log);
+      if (side === 0) {
+        const actor = createActor(machine);
+        actor.subscribe({
+          next: (snapshot) => snapshot.status === "active" && observer.changed(String(snapshot.value)),
+          complete: () => {
+            observer.changed(String(actor.getSnapshot().value));
+            observer.done(actor.getSnapshot().output);
+          },
+          error: observer.failed,
+        });
+        return { log, observer, start: () => actor.start(), send: (type: string) => actor.send({ type } as never) };
+      }
+      const run = runAlongPath(derivePath(machine, { goal: "done", events: ["GO"] }), undefined, observer);
+      return { log, observer, start: () => run.start(), send: (type: string) => run.send({ type }), run };
+    });
+    for (const side of sides) {
+      side.start();
+      for (const type of events) side.send(type);
+    }
+    await flush();
+    const [xstate, path] = sides as [(typeof sides)[0], (typeof sides)[0]];
+    expect(path.log).toEqual(xstate.log);
+    expect(path.log).toEqual(["record grew to 1", "record grew to 2", "record grew to 3", "record big", "inline at 3", "record grew to 2", "work gave {\"fixed\":true}"]);
+    expect(path.observer.told).toEqual(xstate.observer.told);
+    expect(path.run?.actor, "every form ran on the path, not handed to XState").toBeUndefined();
   });
 });
 
