@@ -58,6 +58,37 @@ describe("an inspector attached to a supervisor", () => {
     expect(everything).toContain(REDACTED);
   });
 
+  it("hands a callback inspector no payload or result anywhere: not in events, snapshots, inputs, outputs, action params, nor in what an actor reference answers later", async () => {
+    const seen: unknown[] = [];
+    const type = "inspected-callback";
+    const task = defineTask({ name: type, handler: async (payload: { card: string }) => ({ charged: payload.card }) });
+    await enqueueJobs(db.pool, [{ type, payload: { card: SECRET } }]);
+    const { supervisor, outcomes } = await startWorker({
+      connectionString: db.url,
+      tasks: [task],
+      inspect: (event) => void seen.push(event),
+    });
+    await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(1);
+    await supervisor.stop();
+    // What each actor reference answers when read later, as @statelyai/inspect reads it.
+    type Ref = { getSnapshot(): unknown };
+    for (const event of [...seen]) {
+      const { actorRef, sourceRef } = event as { actorRef: Ref; sourceRef?: Ref };
+      seen.push(actorRef.getSnapshot(), sourceRef?.getSnapshot());
+    }
+    // Everything reachable from what the inspector was handed, cycles cut.
+    const reachable = new WeakSet<object>();
+    const text = JSON.stringify(seen, (_key, value: unknown) => {
+      if (typeof value !== "object" || value === null) return value;
+      if (reachable.has(value)) return undefined;
+      reachable.add(value);
+      return value;
+    });
+    expect(text).toContain(REDACTED);
+    expect(text).toContain("xstate.done.actor.handler");
+    expect(text).not.toContain(SECRET);
+  });
+
   it("shows payloads and results when logPayloads is on", async () => {
     const sent = await inspectedRun(true);
     const done = sent.find((e) => e.type === "@xstate.snapshot" && e.snapshot?.value === "done");

@@ -62,10 +62,19 @@ const redactedRef = (actorRef: ActorRefLike): ActorRefLike => {
   return standIn;
 };
 
-const redact = (event: InspectionEvent): InspectionEvent => {
+/**
+ * Every event's actor references answer with redacted snapshots, not only the actor event's: a
+ * callback inspector may read `actorRef.getSnapshot()` (or `sourceRef`'s) off any event.
+ */
+const withRefs = <E extends InspectionEvent>(event: E): E => {
+  const sourceRef = (event as { sourceRef?: ActorRefLike }).sourceRef;
+  return { ...event, actorRef: redactedRef(event.actorRef), ...(sourceRef ? { sourceRef: redactedRef(sourceRef) } : {}) };
+};
+
+const redactFields = (event: InspectionEvent): InspectionEvent => {
   switch (event.type) {
     case "@xstate.actor":
-      return { ...event, actorRef: redactedRef(event.actorRef) };
+      return event;
     case "@xstate.event":
       return { ...event, event: redactEvent(event.event, idOf(event.actorRef)) as typeof event.event };
     case "@xstate.snapshot":
@@ -80,6 +89,8 @@ const redact = (event: InspectionEvent): InspectionEvent => {
       return event;
   }
 };
+
+const redact = (event: InspectionEvent): InspectionEvent => withRefs(redactFields(event));
 
 /** The inspector as the supervisor attaches it: every event redacted unless payloads may be shown. */
 export const inspectorFor = (inspector: Inspector, showPayloads: boolean): Inspector => {
