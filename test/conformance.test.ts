@@ -5,7 +5,7 @@
 // log of what ran (invocations started with their input, invocations aborted, custom actions).
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { and, assign, createActor, createMachine, fromCallback, fromPromise, fromTransition, not, raise, setup, type AnyStateMachine } from "xstate";
+import { and, assign, createActor, createMachine, fromCallback, fromPromise, fromTransition, not, raise, setup, type AnyActor, type AnyStateMachine } from "xstate";
 import { getSimplePaths } from "xstate/graph";
 import type { ClaimedJob } from "../src/db/index.ts";
 import { derivePath, MachineShapeError } from "../src/machines/derive-path.ts";
@@ -113,12 +113,8 @@ const recorder = () => {
   };
 };
 
-const derive = (machine: AnyStateMachine) => derivePath(machine, { goal: "done", events: ["START"] });
-
-const interpreter = (input: JobMachineInput, early: AnyEvent[]): Side => {
-  const h = harness();
-  const actor = createActor(h.machine, { input });
-  const observer = recorder();
+/** Tells `observer` what an XState actor does, as the runner tells its own. */
+const observeActor = (actor: AnyActor, observer: ReturnType<typeof recorder>) =>
   actor.subscribe({
     next: (snapshot) => snapshot.status === "active" && observer.changed(String(snapshot.value)),
     complete: () => {
@@ -127,6 +123,14 @@ const interpreter = (input: JobMachineInput, early: AnyEvent[]): Side => {
     },
     error: observer.failed,
   });
+
+const derive = (machine: AnyStateMachine) => derivePath(machine, { goal: "done", events: ["START"] });
+
+const interpreter = (input: JobMachineInput, early: AnyEvent[]): Side => {
+  const h = harness();
+  const actor = createActor(h.machine, { input });
+  const observer = recorder();
+  observeActor(actor, observer);
   for (const event of early) actor.send(event as never);
   actor.start();
   return {
@@ -307,14 +311,7 @@ describe("shapes the job machine does not use today, run as XState runs them", (
       const machine = machineFor(log);
       if (side === 0) {
         const actor = createActor(machine, { input: { mode } });
-        actor.subscribe({
-          next: (snapshot) => snapshot.status === "active" && observer.changed(String(snapshot.value)),
-          complete: () => {
-            observer.changed(String(actor.getSnapshot().value));
-            observer.done(actor.getSnapshot().output);
-          },
-          error: observer.failed,
-        });
+        observeActor(actor, observer);
         return { log, observer, start: () => actor.start(), send: (e: AnyEvent) => actor.send(e as never), view: () => ({ status: actor.getSnapshot().status, context: actor.getSnapshot().context }) };
       }
       const run = runAlongPath(derivePath(machine, { goal: "done", events: ["GO"] }), { mode }, observer);
@@ -383,14 +380,7 @@ describe("guards, actions, inputs and contexts in every form XState takes, run a
       const machine = machineFor(log);
       if (side === 0) {
         const actor = createActor(machine);
-        actor.subscribe({
-          next: (snapshot) => snapshot.status === "active" && observer.changed(String(snapshot.value)),
-          complete: () => {
-            observer.changed(String(actor.getSnapshot().value));
-            observer.done(actor.getSnapshot().output);
-          },
-          error: observer.failed,
-        });
+        observeActor(actor, observer);
         return { log, observer, start: () => actor.start(), send: (type: string) => actor.send({ type } as never) };
       }
       const run = runAlongPath(derivePath(machine, { goal: "done", events: ["GO"] }), undefined, observer);
