@@ -226,7 +226,7 @@ export class Supervisor {
    */
   stop(): Promise<void> {
     // Claiming and starting waiting jobs stop at once; the machine's drain releases those.
-    if (this.stopping === undefined) this.held.stopStarting();
+    this.held.stopStarting();
     this.stopping ??= (async () => {
       await this.starting?.catch(() => undefined);
       const actor = this.actor;
