@@ -75,6 +75,52 @@ describe("shutdown drains once", () => {
     expect(after.run_at.getTime()).toBeLessThanOrEqual(Date.now());
   });
 
+  it("starts no waiting job once stop() is called, though the drain waits for a poll in flight", async () => {
+    // stop() during a poll: the drain begins when the poll returns. A slot freed before then must
+    // not go to a job waiting in the buffer: that job goes back unrun, as at any drain.
+    let openGate!: () => void;
+    const gate = new Promise<void>((r) => (openGate = r));
+    const ran: string[] = [];
+    const task = defineTask<{ role?: "gated" | "follower" }>({
+      name: "buffered",
+      concurrency: 1,
+      handler: async (payload, { job }) => {
+        if (payload.role === undefined) return "quick";
+        ran.push(`${payload.role} ${job.id}`);
+        if (payload.role === "gated") await gate;
+        return "ok";
+      },
+    });
+    // A second task keeps the worker polling while "buffered" is at its own limit.
+    const other = defineTask({ name: "other", handler: async () => "other" });
+    // Quick jobs first: the worker measures the task's turnover and buffers its jobs ahead.
+    await enqueueJobs(db.pool, Array.from({ length: 100 }, () => ({ type: "buffered" })));
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [task, other], concurrency: 2, prefetch: 5, pollIntervalMs: 20 });
+    await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(100);
+    const [gated, ...followers] = await enqueueJobs(db.pool, [{ type: "buffered", payload: { role: "gated" } }, ...Array.from({ length: 5 }, () => ({ type: "buffered", payload: { role: "follower" } }))]);
+    await expect.poll(() => ran, { timeout: 5_000 }).toEqual([`gated ${gated!.id}`]);
+    const buffered = async () => (await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE status = 'processing'")).rows[0].n - 1;
+    await expect.poll(buffered, { timeout: 5_000 }).toBeGreaterThan(0);
+    // Hold the table: the next poll blocks mid-statement.
+    const blocker = await db.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("LOCK TABLE picket.jobs IN EXCLUSIVE MODE");
+    // The worker's statements waiting on the lock, the claim's and the completion's told by their text.
+    const waiting = async (fragment: string) =>
+      (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1", [`%${fragment}%`])).rows[0].n;
+    await expect.poll(() => waiting("WITH wanted AS"), { timeout: 5_000 }).toBe(1);
+    const stopping = supervisor.stop();
+    // The gated job ends and frees its slot while the poll still waits: its completion waits on
+    // the lock beside the poll.
+    openGate();
+    await expect.poll(() => waiting("result = c.result"), { timeout: 5_000 }).toBeGreaterThan(0);
+    await blocker.query("COMMIT");
+    await stopping;
+    expect(ran).toEqual([`gated ${gated!.id}`]);
+    expect(outcomes.find((o) => o.id === gated!.id)?.outcome).toBe("completed");
+    for (const job of followers) expect(await row(db.pool, job.id)).toMatchObject({ status: "pending", attempts: 0 });
+  });
+
   it("force() ends the grace period at once", async () => {
     const task = defineTask({ name: "forced", timeoutMs: 60_000, handler: (_p, { signal }) => new Promise((_r, reject) => signal.addEventListener("abort", () => reject(new Error("x")))) });
     const job = await enqueueJob(db.pool, { type: "forced" });
