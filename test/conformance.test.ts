@@ -276,9 +276,10 @@ describe("the derived path runs the job machine as XState's interpreter does", (
 });
 
 describe("shapes the job machine does not use today, run as XState runs them", () => {
-  // A targetless transition with an assign and a custom action on the path, an invocation with no
-  // onError (its failure fails the machine), a promise creator that throws at once, and a context
-  // that cannot be built.
+  // A targetless transition with an assign and a custom action on the path, a success event whose
+  // first branch has no target, an entry action beside a targetless delay given in milliseconds, an
+  // invocation with no onError (its failure fails the machine), a promise creator that throws at
+  // once, and a context that cannot be built.
   const machineFor = (log: string[]) =>
     setup({
       types: { context: {} as { n: number; mode: string }, input: {} as { mode: string } },
@@ -298,7 +299,8 @@ describe("shapes the job machine does not use today, run as XState runs them", (
       initial: "idle",
       states: {
         idle: { always: { target: "ready" } },
-        ready: { on: { BUMP: { actions: ["bump", "note"] }, GO: "working" } },
+        ready: { on: { BUMP: { actions: ["bump", "note"] }, GO: [{ guard: ({ context }) => context.n === 0, actions: "bump" }, { target: "pausing" }] } },
+        pausing: { entry: "note", after: { 50: { actions: "bump" } }, on: { GO: "working" } },
         working: { invoke: { src: "work", input: ({ context }) => ({ mode: context.mode }), onDone: "done" } },
         done: { type: "final" },
       },
@@ -312,21 +314,28 @@ describe("shapes the job machine does not use today, run as XState runs them", (
       if (side === 0) {
         const actor = createActor(machine, { input: { mode } });
         observeActor(actor, observer);
-        return { log, observer, start: () => actor.start(), send: (e: AnyEvent) => actor.send(e as never), view: () => ({ status: actor.getSnapshot().status, context: actor.getSnapshot().context }) };
+        const view = () => ({ status: actor.getSnapshot().status, state: String(actor.getSnapshot().value), context: mode === "no context" ? undefined : actor.getSnapshot().context });
+        return { log, observer, start: () => actor.start(), send: (e: AnyEvent) => actor.send(e as never), view };
       }
       const run = runAlongPath(derivePath(machine, { goal: "done", events: ["GO"] }), { mode }, observer);
-      return { log, observer, start: () => run.start(), send: (e: AnyEvent) => run.send(e), view: () => ({ status: run.status, context: mode === "no context" ? undefined : run.context }) };
+      const view = () => ({ status: run.status, state: run.state, context: mode === "no context" ? undefined : run.context });
+      return { log, observer, start: () => run.start(), send: (e: AnyEvent) => run.send(e), view };
     });
     for (const side of sides) {
       side.start();
-      for (const type of ["BUMP", "BUMP", "GO"]) side.send({ type });
+      for (const type of ["GO", "BUMP", "BUMP", "GO"]) side.send({ type });
     }
-    await flush();
     const [xstate, path] = sides as [(typeof sides)[0], (typeof sides)[0]];
+    // The delay is kept to the millisecond: nothing at 49 ms, the bump at 50.
+    await vi.advanceTimersByTimeAsync(49);
+    expect(path.view()).toEqual(xstate.view());
+    await vi.advanceTimersByTimeAsync(1);
+    expect(path.view()).toEqual(xstate.view());
+    for (const side of sides) side.send({ type: "GO" });
+    await flush();
     expect(path.log).toEqual(xstate.log);
     expect(path.observer.told).toEqual(xstate.observer.told);
-    expect(path.view().status).toBe(xstate.view().status);
-    if (mode !== "no context") expect(path.view().context).toEqual(xstate.view().context);
+    expect(path.view()).toEqual(xstate.view());
   });
 });
 
@@ -410,10 +419,15 @@ describe("the derivation refuses a machine it cannot run as XState would", () =>
     ["entry actions on the root", createMachine({ ...flat, entry: () => undefined }), "the root has transitions, actions or invocations"],
     ["exit actions on the root", createMachine({ ...flat, exit: () => undefined }), "the root has transitions, actions or invocations"],
     ["an invocation on the root", promise.createMachine({ ...flat, invoke: { src: "fetch" } }), "the root has transitions, actions or invocations"],
-    ["child states", createMachine({ id: "m", initial: "a", states: { a: { initial: "x", states: { x: { on: { GO: "#m.done" } } } }, done: { type: "final" } } }), 'state "a" has child states'],
+    ["a parallel root", createMachine({ type: "parallel", states: { a: { on: { GO: "done" } }, done: { type: "final" } } }), "the root is a parallel state"],
+    ["an eventless transition on the root", createMachine({ ...flat, always: { target: ".done", guard: () => false } }), "the root has transitions, actions or invocations"],
+    ["child states", createMachine({ id: "m", initial: "a", states: { a: { initial: "x", states: { x: { on: { GO: "#m.done" } } } }, done: { type: "final" } } }), 'state "a" is a compound state (only atomic and final states are run)'],
+    ["a history state", createMachine({ initial: "a", states: { a: { on: { GO: "h" } }, h: { type: "history", target: "done" }, done: { type: "final" } } }), 'state "h" is a history state (only atomic and final states are run)'],
     ["two invocations in a state", promise.createMachine(withA({ invoke: [{ src: "fetch", onDone: "done" }, { src: "fetch" }] })), 'state "a" invokes more than one actor'],
     ["two delays in a state", createMachine(withA({ after: { 10: "done", 20: "done" } })), 'state "a" has more than one delayed transition'],
     ["exit actions in a state", createMachine(withA({ exit: () => undefined })), 'state "a" has exit actions'],
+    ["exit actions beside a state's delay", createMachine(withA({ after: { 10: "done" }, exit: () => undefined })), 'state "a" has exit actions'],
+    ["a transition with several targets", createMachine({ initial: "a", states: { a: { on: { GO: { target: ["done", "b"] } } }, b: {}, done: { type: "final" } } }), 'a transition in state "a" has several targets'],
     ["a named guard with no implementation", createMachine(withA({ on: { GO: { target: "done", guard: "missing" } } })), 'guard "missing" in state "a" is not implemented'],
     ["a higher-order guard other than not()", createMachine(withA({ on: { GO: { target: "done", guard: and([() => true]) } } })), 'a higher-order guard other than not() in state "a"'],
     ["a named action with no implementation", createMachine(withA({ on: { GO: { target: "done", actions: "missing" } } })), 'action "missing" in state "a" is not implemented'],
@@ -423,6 +437,8 @@ describe("the derivation refuses a machine it cannot run as XState would", () =>
     ["entry actions on the initial state", createMachine(withA({ entry: () => undefined })), "the initial state has entry actions"],
     ["an actor that is not a promise", setup({ actors: { listen: fromCallback(() => undefined) } }).createMachine(withA({ invoke: { src: "listen", onDone: "done" } })), 'state "a" invokes "listen", which is not a promise actor'],
     ["an actor whose logic is a reducer", setup({ actors: { count: fromTransition((n: number) => n + 1, 0) } }).createMachine(withA({ invoke: { src: "count", onDone: "done" } })), 'state "a" invokes "count", which is not a promise actor'],
+    ["an actor whose logic throws on a promise's event", setup({ actors: { strict: fromTransition((): number => { throw new Error("unknown event") }, 0) } }).createMachine(withA({ invoke: { src: "strict", onDone: "done" } })), 'state "a" invokes "strict", which is not a promise actor'],
+    ["promise logic with no creator to call", setup({ actors: { hollow: { ...fromPromise(async () => 1), config: undefined } as never } }).createMachine(withA({ invoke: { src: "hollow", onDone: "done" } })), 'state "a" invokes "hollow", which is not a promise actor'],
     ["an actor not named in setup()", createMachine(withA({ invoke: { src: fromPromise(async () => 1), onDone: "done" } })), `state "a" invokes an actor not named in the machine's setup()`],
     ["a named delay with no implementation", createMachine({ initial: "a", states: { a: { on: { GO: "b" } }, b: { on: { GO: "done" }, after: { later: "done" } }, done: { type: "final" } } }), 'delay "later" in state "b" is not implemented'],
     ["a goal the initial state does not lead to", createMachine({ ...flat, states: { a: {}, done: { type: "final" } } }), 'the initial state does not lead to "done"'],
@@ -432,6 +448,7 @@ describe("the derivation refuses a machine it cannot run as XState would", () =>
 
   it("names the machine, the reason and what to do", () => {
     const machine = createMachine({ id: "jobs", ...flat });
+    expect(() => derivePath(machine, { goal: "finished", events: ["GO"] })).toThrow(expect.objectContaining({ name: "MachineShapeError" }));
     expect(() => derivePath(machine, { goal: "finished", events: ["GO"] })).toThrow(
       'picket: the "jobs" machine has a shape the derived path cannot run exactly as XState would (no state "finished"). ' +
         "Keep the job machine flat, with assign and named custom actions, promise actors and at most one invocation and one delay per state, " +

@@ -36,10 +36,11 @@ interface Args {
 }
 type Guard = (context: Context, event: MachineEvent) => boolean;
 
-/** One action as the runner executes it: an assignment (a new context), or a custom action run in order. */
-export type PathAction =
-  | { kind: "assign"; name: string; apply: (context: Context, event: MachineEvent) => Context }
-  | { kind: "custom"; name: string; run: (context: Context, event: MachineEvent) => void };
+/**
+ * One action as the runner executes it: it takes the context and returns the context after it (an
+ * assign's new one; a custom action, run for its effect, returns the one it was given).
+ */
+export type PathAction = (context: Context, event: MachineEvent) => Context;
 
 export interface PathBranch {
   guard: Guard;
@@ -114,18 +115,19 @@ interface RawNode {
 }
 
 /**
- * Promise actor logic, told by what it does: resolving makes it done. Other logic
- * (callbacks, observables, machines) has a `config` too, so the shape alone does not tell.
+ * Promise actor logic, told by what it does: resolving makes it done, and its creator is the
+ * function the runner calls. Other logic (callbacks, observables, machines) has a `config` too,
+ * so the shape alone does not tell; logic that throws on the probe is not a promise either.
  */
 const isPromiseLogic = (logic: unknown): boolean => {
-  const l = logic as { config?: unknown; transition?: (snapshot: unknown, event: unknown, scope: unknown) => { status?: string; output?: unknown } };
-  if (typeof l.config !== "function" || typeof l.transition !== "function") return false;
+  const l = logic as { config?: unknown; transition: (snapshot: unknown, event: unknown, scope: unknown) => { status?: string } };
+  let resolves = false;
   try {
-    const next = l.transition({ status: "active", output: undefined, error: undefined, input: undefined }, { type: "xstate.promise.resolve", data: undefined }, {});
-    return next.status === "done";
+    resolves = l.transition({ status: "active", output: undefined, error: undefined, input: undefined }, { type: "xstate.promise.resolve", data: undefined }, {}).status === "done";
   } catch {
-    return false;
+    // not promise logic
   }
+  return resolves && typeof l.config === "function";
 };
 
 export const derivePath = (machine: AnyStateMachine, options: PathOptions): DerivedPath => {
@@ -140,10 +142,11 @@ export const derivePath = (machine: AnyStateMachine, options: PathOptions): Deri
   };
   const root = machine.root as unknown as RawNode & { output?: unknown };
   const config = machine.config as { context?: unknown; output?: unknown };
+  if (root.type !== "compound") refuse(`the root is a ${root.type} state`);
   if (root.transitions.size > 0 || root.entry.length > 0 || root.exit.length > 0 || root.invoke.length > 0 || (root.always?.length ?? 0) > 0) refuse("the root has transitions, actions or invocations");
   const nodes = new Map(Object.entries(root.states));
   for (const [key, node] of nodes) {
-    if (Object.keys(node.states).length > 0) refuse(`state "${key}" has child states`);
+    if (node.type !== "atomic" && node.type !== "final") refuse(`state "${key}" is a ${node.type} state (only atomic and final states are run)`);
     if (node.invoke.length > 1) refuse(`state "${key}" invokes more than one actor`);
     if (node.after.length > 1) refuse(`state "${key}" has more than one delayed transition`);
     // The only exit action allowed is the cancel of the state's own delay, which the runner does on
@@ -155,54 +158,50 @@ export const derivePath = (machine: AnyStateMachine, options: PathOptions): Deri
 
   const resolveParams = (params: unknown, args: Args): unknown => (typeof params === "function" ? params(args) : params);
 
+  // XState keeps a named guard or action as its name or as { type, params }, an inline one as the
+  // function itself.
+  const reference = (x: unknown): { type: string; params?: unknown } | undefined =>
+    typeof x === "function" ? undefined : typeof x === "string" ? { type: x } : (x as { type: string; params?: unknown });
+
   const guardOf = (guard: unknown, where: string): Guard => {
     if (guard === undefined) return () => true;
-    if (typeof guard === "string" || (typeof guard === "object" && guard !== null && "type" in guard)) {
-      const name = typeof guard === "string" ? guard : (guard as { type: string }).type;
-      const params = typeof guard === "string" ? undefined : (guard as { params?: unknown }).params;
-      const named = impl.guards[name];
-      if (typeof named !== "function") return refuse(`guard "${name}" in ${where} is not implemented`);
-      if ("check" in named) return guardOf(named, where);
-      return (context, event) => Boolean(named({ context, event }, resolveParams(params, { context, event })));
+    const named = reference(guard);
+    if (named !== undefined) {
+      const implementation = impl.guards[named.type];
+      if (typeof implementation !== "function") return refuse(`guard "${named.type}" in ${where} is not implemented`);
+      if ("check" in implementation) return guardOf(implementation, where);
+      return (context, event) => Boolean(implementation({ context, event }, resolveParams(named.params, { context, event })));
     }
-    if (typeof guard === "function" && "check" in guard) {
-      if (guard.check !== NOT_CHECK) return refuse(`a higher-order guard other than not() in ${where}`);
-      const inner = guardOf((guard as unknown as { guards: unknown[] }).guards[0], where);
-      return (context, event) => !inner(context, event);
-    }
-    if (typeof guard === "function") return (context, event) => Boolean(guard({ context, event }));
-    return refuse(`an unknown guard in ${where}`);
+    const inline = guard as ((args: Args) => unknown) & { check?: unknown; guards?: unknown[] };
+    if (inline.check === undefined) return (context, event) => Boolean(inline({ context, event }));
+    if (inline.check !== NOT_CHECK) return refuse(`a higher-order guard other than not() in ${where}`);
+    const inner = guardOf(inline.guards![0], where);
+    return (context, event) => !inner(context, event);
   };
 
   const actionOf = (action: unknown, where: string): PathAction => {
-    let name = "inline";
-    let params: unknown;
-    let body = action;
-    if (typeof action === "string" || (typeof action === "object" && action !== null && "type" in action)) {
-      name = typeof action === "string" ? action : (action as { type: string }).type;
-      params = typeof action === "string" ? undefined : (action as { params?: unknown }).params;
-      body = impl.actions[name];
-    }
-    if (typeof body !== "function") return refuse(`action "${name}" in ${where} is not implemented`);
-    const builtin = body as unknown as { type?: string; assignment?: unknown };
+    const named = reference(action);
+    const body = named === undefined ? action : impl.actions[named.type];
+    if (typeof body !== "function") return refuse(`action "${named?.type}" in ${where} is not implemented`);
+    const params = named?.params;
+    const builtin = body as unknown as { type?: string; assignment?: unknown; resolve?: unknown };
     if (builtin.type === ASSIGN_TYPE) {
       const assignment = builtin.assignment;
-      return {
-        kind: "assign",
-        name,
-        apply: (context, event) => {
-          const args = { context, event };
-          const p = resolveParams(params, args);
-          if (typeof assignment === "function") return { ...context, ...assignment(args, p) };
-          const update: Context = {};
-          for (const [key, value] of Object.entries(assignment as Record<string, unknown>)) update[key] = typeof value === "function" ? value(args, p) : value;
-          return { ...context, ...update };
-        },
+      return (context, event) => {
+        const args = { context, event };
+        const p = resolveParams(params, args);
+        if (typeof assignment === "function") return { ...context, ...assignment(args, p) };
+        const update: Context = {};
+        for (const [key, value] of Object.entries(assignment as Record<string, unknown>)) update[key] = typeof value === "function" ? value(args, p) : value;
+        return { ...context, ...update };
       };
     }
-    if (builtin.type !== undefined || "resolve" in body) return refuse(`built-in action "${builtin.type ?? name}" in ${where}`);
+    if (builtin.resolve !== undefined) return refuse(`built-in action "${builtin.type}" in ${where}`);
     const run = body as (args: Args, params: unknown) => void;
-    return { kind: "custom", name, run: (context, event) => run({ context, event }, resolveParams(params, { context, event })) };
+    return (context, event) => {
+      run({ context, event }, resolveParams(params, { context, event }));
+      return context;
+    };
   };
 
   const states = new Map<string, PathState>();
@@ -211,7 +210,7 @@ export const derivePath = (machine: AnyStateMachine, options: PathOptions): Deri
       if ((t.target?.length ?? 0) > 1) refuse(`a transition in ${where} has several targets`);
       if (t.reenter === true) refuse(`a re-entering transition in ${where}`);
       return {
-        key: t.target?.[0]?.key,
+        key: t.target?.[0]!.key,
         guard: guardOf(t.guard, where),
         actions: t.actions.map((a) => actionOf(a, where)),
         target: undefined,
@@ -221,7 +220,10 @@ export const derivePath = (machine: AnyStateMachine, options: PathOptions): Deri
   // The success edges of a state: where a job goes when nothing goes wrong.
   const successors = (node: RawNode): string[] => {
     const keys = new Set<string>();
-    const add = (ts: RawTransition[] | undefined) => ts?.forEach((t) => t.target?.[0] && keys.add(t.target[0].key));
+    const add = (ts: RawTransition[] | undefined) =>
+      ts?.forEach((t) => {
+        if (t.target !== undefined) keys.add(t.target[0]!.key);
+      });
     add(node.always);
     for (const inv of node.invoke) add(node.transitions.get(`xstate.done.actor.${inv.id}`));
     for (const type of options.events) add(node.transitions.get(type));

@@ -151,10 +151,7 @@ export class JobRun<Output = unknown> {
   }
 
   private act(actions: PathAction[], event: MachineEvent): void {
-    for (const action of actions) {
-      if (action.kind === "assign") this.ctx = action.apply(this.ctx, event);
-      else action.run(this.ctx, event);
-    }
+    for (const action of actions) this.ctx = action(this.ctx, event);
   }
 
   /** Starts the state's invocation and delay, as XState does once its entry actions have run. */
