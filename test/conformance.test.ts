@@ -74,7 +74,7 @@ const harness = () => {
     log.push(`${name} outcome=${String(context.outcome)} intended=${String(context.intended)} writeError=${String(context.writeError)}`);
   const machine = jobMachine.provide({
     actors: Object.fromEntries(SOURCES.map((src) => [src, actor(src)])) as never,
-    actions: { reportFenced: report("reportFenced"), reportAbandoned: report("reportAbandoned"), reportRefused: report("reportRefused") },
+    actions: { reportOutcome: report("reportOutcome"), reportFenced: report("reportFenced"), reportAbandoned: report("reportAbandoned"), reportRefused: report("reportRefused") },
   });
   return {
     machine,

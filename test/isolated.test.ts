@@ -47,6 +47,8 @@ describe("isolated tasks", () => {
     expect(outcome(crashes.id)).toMatchObject({ outcome: "retried", error: "error: thread crashed" });
     expect(outcome(missing.id)).toMatchObject({ outcome: "dead", error: expect.stringContaining('has no function export "notAFunction"') });
     expect(await row(db.pool, fails.id)).toMatchObject({ status: "pending", attempts: 1, last_error: expect.stringContaining("isolated boom") });
+    // The stack crosses from the thread: it names the module that threw.
+    expect((await row(db.pool, fails.id)).errors[0].stack).toMatch(/^Error: isolated boom\n[\s\S]*isolated-tasks\.ts/);
     expect(await row(db.pool, permanent.id)).toMatchObject({ status: "dead", attempts: 1 });
   });
 });

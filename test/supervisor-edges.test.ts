@@ -314,6 +314,7 @@ describe("background failures are logged by name", () => {
       await expect.poll(() => logs.find((l) => l.loop === "lease renewal"), { timeout: 5_000 }).toMatchObject({
         level: 50,
         msg: "lease renewal failed; it will run again",
+        err: { type: "Error", message: "refused by test", stack: expect.stringContaining("refused by test") },
       });
       await supervisor.stop(); // before its pool ends: the job's completion still needs it
     } finally {
@@ -329,6 +330,7 @@ describe("background failures are logged by name", () => {
       await expect.poll(() => logs.find((l) => l.loop === "retention"), { timeout: 5_000 }).toMatchObject({
         level: 50,
         msg: "retention failed; it will run again",
+        err: { type: "Error", message: "refused by test", stack: expect.stringContaining("refused by test") },
       });
       await supervisor.stop();
     } finally {

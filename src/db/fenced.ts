@@ -128,18 +128,21 @@ export const completeJobs = fencedWrite<Claim & { result?: unknown }>(
   withJson("result", "job's result"),
 );
 
+/** A failure as a fenced write records it: the message, and where it was thrown when known. */
+type Failure = Claim & { error: string; stack?: string };
+const failureColumns: Column<Failure>[] = [
+  { name: "error", sqlType: "text", value: (item) => errorText(item.error) },
+  { name: "stack", sqlType: "text", value: (item) => (typeof item.stack === "string" && item.stack !== "" ? item.stack.replaceAll("\u0000", "") : null) },
+];
+
 /** A failed attempt: pending again after the backoff, or dead when the attempts are spent. */
-export const failJobs = fencedWrite<Claim & { error: string }>(
-  "fail",
-  [{ name: "error", sqlType: "text", value: (item) => errorText(item.error) }],
-  (schema) => unfinishedAttemptSet(schema, "c.error"),
-);
+export const failJobs = fencedWrite<Failure>("fail", failureColumns, (schema) => unfinishedAttemptSet(schema, "c.error", "c.stack"));
 
 /** A permanent failure: dead now, whatever attempts remain. */
-export const deadLetterJobs = fencedWrite<Claim & { error: string }>(
+export const deadLetterJobs = fencedWrite<Failure>(
   "dead_letter",
-  [{ name: "error", sqlType: "text", value: (item) => errorText(item.error) }],
-  (schema) => `status = 'dead', finished_at = now(), lock_until = NULL, ${errorSet(schema, "c.error")}, updated_at = now()`,
+  failureColumns,
+  (schema) => `status = 'dead', finished_at = now(), lock_until = NULL, ${errorSet(schema, "c.error", "c.stack")}, updated_at = now()`,
 );
 
 /** A lease to grant again: a positive integer of milliseconds, checked before any row is touched. */

@@ -10,6 +10,8 @@ export interface ErrorEntry {
   at: string;
   attempt: number;
   message: string;
+  /** Where the handler's error was thrown, its first ERROR_STACK_LIMIT characters; absent when it threw no Error. */
+  stack?: string;
 }
 
 export interface Job {
@@ -92,6 +94,9 @@ export const jobColumns = (alias: string): string =>
 
 /** Longest error message kept per entry; handlers can throw megabytes of text. */
 export const ERROR_MESSAGE_LIMIT = 2000;
+
+/** Longest stack kept per entry: the frames that say where, not a whole async chain. */
+export const ERROR_STACK_LIMIT = 4000;
 
 /** Entries kept in a job's error history; the oldest are dropped first. */
 export const ERROR_HISTORY_LIMIT = 10;

@@ -1,12 +1,13 @@
-import { ERROR_HISTORY_LIMIT, ERROR_MESSAGE_LIMIT } from "./job-row.ts";
+import { ERROR_HISTORY_LIMIT, ERROR_MESSAGE_LIMIT, ERROR_STACK_LIMIT } from "./job-row.ts";
 
 /**
  * The SET list for "this attempt did not finish", shared by a handler failure (failJobs) and a
  * lost worker (the sweep): pending again after the one backoff, computed from the row's own
  * attempts and spacing, or dead when the attempts are spent. The error is appended to the
- * bounded history, never written over it. `error` is an SQL expression for the message.
+ * bounded history, never written over it. `error` and `stack` are SQL expressions for the message
+ * and the stack (none for a lost worker).
  */
-export const unfinishedAttemptSet = (schema: string, error: string): string => `
+export const unfinishedAttemptSet = (schema: string, error: string, stack = "NULL"): string => `
   status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
   run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
                 ELSE now() + ${schema}.backoff(j.attempts, j.backoff_base_ms, j.backoff_max_ms) END,
@@ -15,13 +16,16 @@ export const unfinishedAttemptSet = (schema: string, error: string): string => `
   locked_by = CASE WHEN j.attempts >= j.max_attempts THEN j.locked_by END,
   locked_at = CASE WHEN j.attempts >= j.max_attempts THEN j.locked_at END,
   lock_until = NULL,
-  ${errorSet(schema, error)},
+  ${errorSet(schema, error, stack)},
   updated_at = now()`;
 
-/** last_error and the appended, bounded history entry for `error` (an SQL expression). */
-export const errorSet = (schema: string, error: string): string => `
+/**
+ * last_error and the appended, bounded history entry for `error` and `stack` (SQL expressions;
+ * an entry without a stack has no "stack" key).
+ */
+export const errorSet = (schema: string, error: string, stack = "NULL"): string => `
   last_error = left(${error}, ${ERROR_MESSAGE_LIMIT}),
   errors = ${schema}.append_error(
     j.errors,
-    jsonb_build_object('at', now(), 'attempt', j.attempts, 'message', left(${error}, ${ERROR_MESSAGE_LIMIT})),
+    jsonb_strip_nulls(jsonb_build_object('at', now(), 'attempt', j.attempts, 'message', left(${error}, ${ERROR_MESSAGE_LIMIT}), 'stack', left(${stack}, ${ERROR_STACK_LIMIT}))),
     ${ERROR_HISTORY_LIMIT})`;

@@ -12,6 +12,8 @@ export type JobErrorKind = "error" | "timeout" | "permanent" | "no_handler" | "i
 export interface JobError {
   kind: JobErrorKind;
   message: string;
+  /** Where the failure was thrown, when it was an Error: logged, and kept (bounded) in the row's error history. */
+  stack?: string;
 }
 
 export interface JobMachineInput {
@@ -79,6 +81,8 @@ export interface WriteInput {
 export interface HandlerFailure {
   permanent: boolean;
   message: string;
+  /** The thrown Error's stack, when the handler threw one. */
+  stack?: string;
   /**
    * The handler (or the payload check) was never started: when it was about to be, the worker
    * could no longer prove the job's lease (its claim came back, or its worker woke, too late).
@@ -96,7 +100,13 @@ const writeActor = (name: string) => fromPromise<FencedResult, WriteInput>(notPr
 const failureOf = (error: unknown): HandlerFailure =>
   typeof error === "object" && error !== null && "permanent" in error && "message" in error
     ? (error as HandlerFailure)
-    : { permanent: false, message: error instanceof Error ? error.message : String(error) };
+    : { permanent: false, message: error instanceof Error ? error.message : String(error), ...(error instanceof Error ? { stack: error.stack } : {}) };
+
+/** The JobError of a failed invocation: its kind, and the failure's message (after `prefix`) and stack. */
+const errorOf = (kind: JobErrorKind, error: unknown, prefix = ""): JobError => {
+  const failure = failureOf(error);
+  return { kind, message: prefix + failure.message, ...(failure.stack === undefined ? {} : { stack: failure.stack }) };
+};
 
 const leaseExpired = ({ context, event }: { context: JobMachineContext; event: JobMachineEvent }): JobError => ({
   kind: "lease_expired",
@@ -157,6 +167,7 @@ export const jobMachine = setup({
     setIntended: assign({ intended: (_, intended: JobOutcome) => intended }),
     setWriteError: assign({ writeError: (_, error: unknown) => (error instanceof Error ? error.message : String(error)) }),
     // Logging and metrics are the runtime's; the machine only names the moments.
+    reportOutcome: () => undefined,
     reportFenced: () => undefined,
     reportAbandoned: () => undefined,
     reportRefused: () => undefined,
@@ -235,7 +246,7 @@ export const jobMachine = setup({
             target: "deadLettering",
             actions: {
               type: "setError",
-              params: ({ event }) => ({ kind: "invalid_payload", message: `payload does not match the task's schema: ${failureOf(event.error).message}` }),
+              params: ({ event }) => errorOf("invalid_payload", event.error, "payload does not match the task's schema: "),
             },
           },
         ],
@@ -256,11 +267,11 @@ export const jobMachine = setup({
           {
             guard: { type: "isPermanent", params: ({ event }) => failureOf(event.error) },
             target: "deadLettering",
-            actions: { type: "setError", params: ({ event }) => ({ kind: "permanent", message: failureOf(event.error).message }) },
+            actions: { type: "setError", params: ({ event }) => errorOf("permanent", event.error) },
           },
           {
             target: "failing",
-            actions: { type: "setError", params: ({ event }) => ({ kind: "error", message: failureOf(event.error).message }) },
+            actions: { type: "setError", params: ({ event }) => errorOf("error", event.error) },
           },
         ],
       },
@@ -352,7 +363,8 @@ export const jobMachine = setup({
       type: "final",
       entry: [{ type: "setOutcome", params: "refused" as JobOutcome }, "reportRefused"],
     },
-    done: { type: "final" },
+    // Completed, retried, dead or released: the outcome was written.
+    done: { type: "final", entry: "reportOutcome" },
   },
   output: ({ context }) => ({ outcome: context.outcome!, error: context.error, intended: context.intended, writeError: context.writeError }),
 });

@@ -32,5 +32,6 @@ try {
     type: "error",
     permanent: (error as { permanent?: unknown })?.permanent === true,
     message: error instanceof Error ? error.message : String(error),
+    stack: error instanceof Error ? error.stack : undefined,
   });
 }

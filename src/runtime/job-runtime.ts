@@ -19,6 +19,7 @@ import {
 import { derivePath } from "../machines/derive-path.ts";
 import { jobMachine, type HandlerFailure, type JobError, type JobMachineEvent, type JobOutcome, type WriteInput } from "../machines/job-machine.ts";
 import { writeOutcome } from "./db-write.ts";
+import { logAttempt } from "./attempt-log.ts";
 import { jobLogger, type Logger } from "./logger.ts";
 import { runHandler } from "./run-handler.ts";
 import { checkPayload, type HandlerContext, type Task } from "./task.ts";
@@ -90,7 +91,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   const schema = options.schema;
   // Completions and failures are the hot writes: coalesced per event-loop turn.
   const complete = createWriteBatcher((items: Array<Claim & { result?: unknown }>) => completeJobs(db, items, options));
-  const fail = createWriteBatcher((items: Array<Claim & { error: string }>) => failJobs(db, items, options));
+  const fail = createWriteBatcher((items: Array<Claim & { error: string; stack?: string }>) => failJobs(db, items, options));
   const log = (job: ClaimedJob) => jobLogger(deps.logger, job, { logPayload: deps.logPayloads });
 
   // The signal aborts when the machine leaves the write state (ABANDON): a batched write not yet
@@ -149,11 +150,12 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
           : runHandler(deps.taskFor(input.job.type)!, input.job.payload, handlerContext(input.job, signal), () => deps.handlerSettled(input.job)),
       ),
       writeCompletion: write(({ job, result }, signal) => complete({ ...claimOf(job), result }, signal)),
-      writeFailure: write(({ job, error }, signal) => fail({ ...claimOf(job), error: errorText(error) }, signal)),
-      writeDeadLetter: write(async ({ job, error }, signal) => (await deadLetterJobs(db, [{ ...claimOf(job), error: errorText(error) }], { ...options, signal }))[0]!),
+      writeFailure: write(({ job, error }, signal) => fail({ ...claimOf(job), error: errorText(error), stack: error?.stack }, signal)),
+      writeDeadLetter: write(async ({ job, error }, signal) => (await deadLetterJobs(db, [{ ...claimOf(job), error: errorText(error), stack: error?.stack }], { ...options, signal }))[0]!),
       writeRelease: write(async ({ job }, signal) => (await releaseJobs(db, [claimOf(job)], { ...options, signal }))[0]!),
     },
     actions: {
+      reportOutcome: ({ context: { job, outcome, error } }) => logAttempt(deps.logger, job, outcome, error, deps.logPayloads),
       reportFenced: ({ context: { job, intended, error } }) =>
         log(job).warn(
           { intended, error: error?.message },

@@ -7,10 +7,12 @@ import type { HandlerFailure } from "../machines/job-machine.ts";
 import type { HandlerContext, Task } from "./task.ts";
 
 const toFailure = (error: unknown): HandlerFailure => {
+  // The stack goes with the failure to the logs and the row's error history.
+  const stack = error instanceof Error && typeof error.stack === "string" ? { stack: error.stack } : {};
   if (typeof error === "object" && error !== null && (error as { permanent?: unknown }).permanent === true) {
-    return { permanent: true, message: (error as Error).message ?? String(error) };
+    return { permanent: true, message: (error as Error).message ?? String(error), ...stack };
   }
-  if (error instanceof Error) return { permanent: false, message: error.message || error.name };
+  if (error instanceof Error) return { permanent: false, message: error.message || error.name, ...stack };
   return { permanent: false, message: typeof error === "string" ? error : JSON.stringify(error) ?? String(error) };
 };
 
@@ -72,6 +74,7 @@ interface WorkerMessage {
   value?: unknown;
   permanent?: boolean;
   message?: string;
+  stack?: string;
 }
 
 /** Runs the handler in a worker thread; interruption terminates the thread, busy loop or not. */
@@ -97,7 +100,7 @@ const runIsolated = (task: Task, payload: unknown, ctx: HandlerContext, settled:
       const outcome =
         message.type === "result"
           ? Effect.succeed(message.value)
-          : Effect.fail({ permanent: message.permanent === true, message: message.message ?? "handler failed" });
+          : Effect.fail({ permanent: message.permanent === true, message: message.message ?? "handler failed", ...(message.stack === undefined ? {} : { stack: message.stack }) });
       // The handler is done only when its thread is gone: the job's slot is freed when the
       // handler ends, and a thread still shutting down must not count as a free slot.
       void worker.terminate().then(
