@@ -66,7 +66,17 @@ describe("claim", () => {
       createdAt: job!.createdAt,
       claimToken: expect.stringMatching(/^[0-9a-f-]{36}$/),
       leaseMs: 30_000,
+      readyMs: expect.any(Number),
     });
+  });
+
+  it("says how long each job had been ready when claimed, by the server's clock", async () => {
+    const [late] = await enqueueJobs(db.pool, [{ type: "waited" }]);
+    await db.pool.query("UPDATE picket.jobs SET run_at = now() - interval '5 seconds' WHERE id = $1", [late!.id]);
+    const [claimedJob] = await claimJobs(db.pool, "w", [want("waited", { limit: 1 })]);
+    // At least the 5 s it waited; the generous upper bound only allows for a loaded machine.
+    expect(claimedJob!.readyMs).toBeGreaterThanOrEqual(5_000);
+    expect(claimedJob!.readyMs).toBeLessThan(15_000);
   });
 
   it("takes each type up to its own limit, so a deep backlog cannot starve another type", async () => {

@@ -33,6 +33,7 @@ const job = (type: string, leaseMs = 1_000): ClaimedJob => ({
   createdAt: new Date(0),
   claimToken: `token-${nextId}`,
   leaseMs,
+  readyMs: 0,
 });
 
 const setup = (options: { concurrency?: number; prefetch?: number; tasks?: Task[] } = {}) => {

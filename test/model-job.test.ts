@@ -82,7 +82,7 @@ const eventsIn = (state: string): AnyEvent[] => {
 };
 
 const modelJob = (token: string): ClaimedJob =>
-  ({ id: "1", type: "model", payload: {}, attempts: 1, maxAttempts: 3, createdAt: new Date(0), claimToken: token, leaseMs: 60_000 });
+  ({ id: "1", type: "model", payload: {}, attempts: 1, maxAttempts: 3, createdAt: new Date(0), claimToken: token, leaseMs: 60_000, readyMs: 0 });
 
 const inputs: Array<{ name: string; input: JobMachineInput }> = [
   { name: "a claimed job", input: { job: modelJob("3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d"), hasHandler: true, hasSchema: true, timeoutMs: 100, slotFree: true } },

@@ -63,7 +63,8 @@ const claimSql = perSchema(
       updated_at = now()
   FROM picked
   WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND j.id = picked.id AND j.status = 'pending'
-  RETURNING ${claimedColumns("j")}, picked.lease_ms AS "leaseMs"`,
+  RETURNING ${claimedColumns("j")}, picked.lease_ms AS "leaseMs",
+            (extract(epoch FROM now() - j.run_at) * 1000)::float8 AS "readyMs"`,
 );
 
 const checkWant = (want: ClaimWant): void => {

@@ -55,9 +55,11 @@ export interface ClaimedJob {
   claimToken: string;
   /** The lease the claim granted (lock_until = the moment it was written + this); renewals grant it again. */
   leaseMs: number;
+  /** How long the job had been ready to run (since its run_at) when the claim took it, by the server's clock. */
+  readyMs: number;
 }
 
-/** ClaimedJob's columns for the claim's `RETURNING`, qualified by `alias`; the claim adds leaseMs. */
+/** ClaimedJob's columns for the claim's `RETURNING`, qualified by `alias`; the claim adds leaseMs and readyMs. */
 export const claimedColumns = (alias: string): string =>
   ["id", "type", "payload", "attempts", 'max_attempts AS "maxAttempts"', 'created_at AS "createdAt"', 'claim_token AS "claimToken"']
     .map((column) => `${alias}.${column}`)

@@ -36,3 +36,19 @@ export const queueStats = async (db: Queryable, options: StatementOptions & { de
   ]);
   return { counts: counts.rows, oldestReadyAgeSeconds: oldest.rows[0]?.age ?? null, recentDead: dead.rows };
 };
+
+/** Live jobs (pending and processing) per task and status: the queue-depth gauge's one query. */
+export interface QueueDepthRow {
+  type: string;
+  status: "pending" | "processing";
+  count: number;
+}
+
+// Both statuses have a partial index (the claim's and the sweep's), so no finished row is read.
+const depthSql = perSchema(
+  (schema) =>
+    `SELECT type, status, count(*)::int AS count FROM ${schema}.jobs WHERE status IN ('pending', 'processing') GROUP BY type, status ORDER BY type, status`,
+);
+
+export const queueDepth = async (db: Queryable, options: StatementOptions = {}): Promise<QueueDepthRow[]> =>
+  (await runStatement<QueueDepthRow>(db, { text: depthSql(options.schema ?? DEFAULT_SCHEMA) }, options)).rows;

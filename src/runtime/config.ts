@@ -6,6 +6,7 @@ import { checkSchemaName, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, InvalidC
 import type { Inspector } from "./inspection.ts";
 import type { Logger } from "./logger.ts";
 import type { Task } from "./task.ts";
+import type { MetricsOptions } from "./metrics.ts";
 
 export interface SupervisorOptions {
   /** Tasks this worker runs; it claims only their types. */
@@ -58,8 +59,13 @@ export interface SupervisorOptions {
   retention?: false | { olderThanMs?: number; intervalMs?: number; batchSize?: number };
   /** LISTEN for enqueues to pick work up at once (polling stays as the fallback); default true. */
   listen?: boolean;
-  /** The health server; off unless a port is given. */
+  /** The health server (/health, /ready, and Prometheus text at /metrics); off unless a port is given. */
   health?: { port: number; host?: string; stalePollMs?: number };
+  /**
+   * Where the worker's metrics go: OpenTelemetry through `meterProvider` (default: the global one,
+   * which your SDK registers), Prometheus into `registry` (default: picket's own, served at /metrics).
+   */
+  metrics?: MetricsOptions;
   /** pino logger; default JSON to stdout. */
   logger?: Logger;
   /** Include payloads in job log lines; default false. */

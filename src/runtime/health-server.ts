@@ -2,12 +2,13 @@
 // database does not answer a new connection, the poll loop is stuck, or a claim's lease has not
 // been confirmed for longer than a lease (renewals are failing). A worker busy with long jobs is
 // healthy: restarting it would only lose their work. /ready is 503 while draining, so a balancer
-// stops sending to it.
+// stops sending to it. /metrics serves the worker's metrics as Prometheus text.
 import { createServer, type Server } from "node:http";
 import { NodeHttpServer } from "@effect/platform-node";
 import { Effect, Layer, Logger } from "effect";
 import type { Logger as PinoLogger } from "./logger.ts";
 import { HttpRouter, HttpServerResponse } from "effect/http";
+import type { Registry } from "prom-client";
 
 /** One check: ok, or why not, in words an operator can act on. */
 export interface HealthCheck {
@@ -41,6 +42,7 @@ export interface HealthReport {
 export const startHealthServer = (
   options: { port: number; host: string },
   report: () => Promise<HealthReport>,
+  registry: Registry | undefined,
   logger: PinoLogger,
   created: (server: Server) => void = () => undefined,
 ): Effect.Effect<never, unknown> => {
@@ -49,6 +51,10 @@ export const startHealthServer = (
   const routes = Layer.mergeAll(
     HttpRouter.add("GET", "/health", respond((r) => r.healthy)),
     HttpRouter.add("GET", "/ready", respond((r) => r.ready && r.healthy)),
+    // Prometheus text, in the registry's own format (prom-client writes it).
+    ...(registry === undefined
+      ? []
+      : [HttpRouter.add("GET", "/metrics", Effect.promise(() => registry.metrics()).pipe(Effect.map((text) => HttpServerResponse.text(text, { contentType: registry.contentType }))))]),
   );
   // Requests are not logged: probes arrive every few seconds and would drown the job logs.
   const server = () => {

@@ -11,6 +11,7 @@ import type { HealthCheck } from "./health-server.ts";
 import type { JobHandle, JobObserver, JobOutput } from "./job-runtime.ts";
 import { leaseMarginMs, localDeadline } from "./lease-watch.ts";
 import type { Logger } from "./logger.ts";
+import type { HeldCounts, WorkerMetrics } from "./metrics.ts";
 import type { Task } from "./task.ts";
 
 /**
@@ -37,6 +38,12 @@ const sum = (counts: Map<string, number>): number => {
   return total;
 };
 
+const countBy = <T>(items: Iterable<T>, key: (item: T) => string): Map<string, number> => {
+  const counts = new Map<string, number>();
+  for (const item of items) counts.set(key(item), (counts.get(key(item)) ?? 0) + 1);
+  return counts;
+};
+
 /**
  * One claim being run, and the observer of its machine. A class, not closures: a worker holds
  * thousands of these, and three closures per job were a tenth of a held job's heap.
@@ -58,11 +65,18 @@ export class HeldJob implements JobObserver {
   handlerSettledAt: number | undefined = undefined;
   private readonly held: HeldJobs;
 
+  /** When (performance.now()) the claim that took it was sent: its pickup delay is counted from the claim's view of run_at. */
+  readonly claimSentAt: number;
+  /** It got a slot at some point: its payload check or handler ran (or was to). */
+  started: boolean;
+
   constructor(held: HeldJobs, job: ClaimedJob, slotFree: boolean, claimSentAt: number) {
     this.held = held;
     this.job = job;
     this.holdsSlot = slotFree;
+    this.started = slotFree;
     this.confirmedAt = claimSentAt;
+    this.claimSentAt = claimSentAt;
   }
 
   changed(state: string): void {
@@ -71,7 +85,7 @@ export class HeldJob implements JobObserver {
 
   // An outcome given up says why it could not be written; any other, why the attempt failed.
   done(output: JobOutput): void {
-    this.held.finish(this, output.outcome, output.outcome === "abandoned" ? output.writeError : output.error ? `${output.error.kind}: ${output.error.message}` : null);
+    this.held.finish(this, output.outcome, output.outcome === "abandoned" ? output.writeError : output.error ? `${output.error.kind}: ${output.error.message}` : null, output.error?.kind);
   }
 
   failed(error: unknown): void {
@@ -90,6 +104,8 @@ export interface HeldJobsOptions {
   create(job: ClaimedJob, slotFree: boolean, observer: JobObserver): JobHandle;
   /** A job's machine ended and its entry is gone. */
   finished(entry: HeldJob, outcome: JobOutcome, error: string | null): void;
+  /** Where claims, starts and outcomes are counted; none in tests that do not look. */
+  metrics?: WorkerMetrics;
   /**
    * Once at the end of a turn of the event loop in which jobs finished or slots were freed (after
    * waiting jobs took the freed slots): how many finished, and whether a slot was freed.
@@ -201,14 +217,18 @@ export class HeldJobs {
   claimed(jobs: readonly ClaimedJob[], claimSentAt: number): HeldJob[] {
     this.startQueued();
     const takeSlot = this.slotTaker();
-    return jobs.map((job) => {
+    const metrics = this.options.metrics;
+    const entries = jobs.map((job) => {
       const slotFree = takeSlot(job.type);
       const entry = new HeldJob(this, job, slotFree, claimSentAt);
       entry.actor = this.options.create(job, slotFree, entry);
       this.running.set(job, entry);
       if (!slotFree) this.queued.add(entry);
+      else metrics?.started(job.type, job.readyMs + entry.slotTakenAt - claimSentAt);
       return entry;
     });
+    if (metrics) for (const [type, count] of countBy(jobs, (job) => job.type)) metrics.claimed(type, count);
+    return entries;
   }
 
   /** The drain was asked for: waiting jobs are not started any more. */
@@ -330,11 +350,13 @@ export class HeldJobs {
   }
 
   /** A job's machine ended: its slot and entry go, and the supervisor hears of it. */
-  finish(entry: HeldJob, outcome: JobOutcome, error: string | null): void {
+  finish(entry: HeldJob, outcome: JobOutcome, error: string | null, errorKind?: string): void {
     this.queued.delete(entry);
     this.freeSlot(entry);
     if (!this.running.delete(entry.job)) return;
     this.outcomes[outcome]++;
+    // A handler interrupted (a timeout, a lost lease) never settled: it ran until now.
+    this.options.metrics?.finished(entry.job.type, outcome, entry.started ? (entry.handlerSettledAt ?? performance.now()) - entry.slotTakenAt : undefined, errorKind);
     this.finishedThisTurn++;
     this.endTurnSoon();
     this.options.finished(entry, outcome, error);
@@ -384,6 +406,11 @@ export class HeldJobs {
     const byTask = new Map<string, number>();
     for (const entry of this.running.values()) if (counts(entry)) byTask.set(entry.job.type, (byTask.get(entry.job.type) ?? 0) + 1);
     return byTask;
+  }
+
+  /** Jobs holding a slot and jobs waiting for one, per task: the held-jobs gauge. */
+  heldCounts(): HeldCounts {
+    return { running: this.countByTask((entry) => entry.holdsSlot), waiting: countBy(this.queued, (entry) => entry.job.type) };
   }
 
   /**
@@ -451,7 +478,9 @@ export class HeldJobs {
       if (!takeSlot(entry.job.type)) continue;
       this.queued.delete(entry);
       entry.holdsSlot = true;
+      entry.started = true;
       entry.slotTakenAt = performance.now();
+      this.options.metrics?.started(entry.job.type, entry.job.readyMs + entry.slotTakenAt - entry.claimSentAt);
       entry.actor.send({ type: "START" });
     }
   }

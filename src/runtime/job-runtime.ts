@@ -20,6 +20,7 @@ import { derivePath } from "../machines/derive-path.ts";
 import { jobMachine, type HandlerFailure, type JobError, type JobMachineEvent, type JobOutcome, type WriteInput } from "../machines/job-machine.ts";
 import { writeOutcome } from "./db-write.ts";
 import { logAttempt } from "./attempt-log.ts";
+import { WorkerMetrics } from "./metrics.ts";
 import { jobLogger, type Logger } from "./logger.ts";
 import { runHandler } from "./run-handler.ts";
 import { checkPayload, type HandlerContext, type Task } from "./task.ts";
@@ -50,6 +51,8 @@ export interface JobRuntimeDeps {
   /** Schema, statement bound and naming, as the worker runs every statement. */
   statements: StatementOptions & { schema: string };
   logger: Logger;
+  /** Times each outcome statement; default a registry nobody reads. */
+  metrics?: WorkerMetrics;
   logPayloads: boolean;
   /** The task for a job type, or undefined when this worker has none. */
   taskFor: (type: string) => Task | undefined;
@@ -90,8 +93,9 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   const { db, statements: options } = deps;
   const schema = options.schema;
   // Completions and failures are the hot writes: coalesced per event-loop turn.
-  const complete = createWriteBatcher((items: Array<Claim & { result?: unknown }>) => completeJobs(db, items, options));
-  const fail = createWriteBatcher((items: Array<Claim & { error: string; stack?: string }>) => failJobs(db, items, options));
+  const metrics = deps.metrics ?? new WorkerMetrics();
+  const complete = createWriteBatcher((items: Array<Claim & { result?: unknown }>) => metrics.timed("complete", () => completeJobs(db, items, options)));
+  const fail = createWriteBatcher((items: Array<Claim & { error: string; stack?: string }>) => metrics.timed("fail", () => failJobs(db, items, options)));
   const log = (job: ClaimedJob) => jobLogger(deps.logger, job, { logPayload: deps.logPayloads });
 
   // The signal aborts when the machine leaves the write state (ABANDON): a batched write not yet
@@ -151,8 +155,8 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
       ),
       writeCompletion: write(({ job, result }, signal) => complete({ ...claimOf(job), result }, signal)),
       writeFailure: write(({ job, error }, signal) => fail({ ...claimOf(job), error: errorText(error), stack: error?.stack }, signal)),
-      writeDeadLetter: write(async ({ job, error }, signal) => (await deadLetterJobs(db, [{ ...claimOf(job), error: errorText(error), stack: error?.stack }], { ...options, signal }))[0]!),
-      writeRelease: write(async ({ job }, signal) => (await releaseJobs(db, [claimOf(job)], { ...options, signal }))[0]!),
+      writeDeadLetter: write(async ({ job, error }, signal) => (await metrics.timed("dead_letter", () => deadLetterJobs(db, [{ ...claimOf(job), error: errorText(error), stack: error?.stack }], { ...options, signal })))[0]!),
+      writeRelease: write(async ({ job }, signal) => (await metrics.timed("release", () => releaseJobs(db, [claimOf(job)], { ...options, signal })))[0]!),
     },
     actions: {
       reportOutcome: ({ context: { job, outcome, error } }) => logAttempt(deps.logger, job, outcome, error, deps.logPayloads),

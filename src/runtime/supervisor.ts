@@ -15,6 +15,7 @@ import {
   migrate,
   openPool,
   probeConnection,
+  queueDepth,
   renewLeases,
   sendWakeProbe,
   sweepExpiredClaims,
@@ -33,6 +34,7 @@ import { LeaseWatch, localDeadline } from "./lease-watch.ts";
 import { listenForJobs } from "./listener.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { loop } from "./loop.ts";
+import { WorkerMetrics } from "./metrics.ts";
 import { watchEventLoop } from "./stall-watch.ts";
 import type { Task } from "./task.ts";
 
@@ -82,6 +84,8 @@ export class Supervisor {
   private actor: Actor<typeof supervisorMachine> | undefined;
   /** The claims this worker holds: slots, the local buffer, leases, outcomes counted. */
   private readonly held: HeldJobs;
+  /** What the worker measures; the health server serves its Prometheus registry at /metrics. */
+  readonly metrics: WorkerMetrics;
   private readonly listeners = new Set<JobFinishedListener>();
   private lastPollAt: number | null = null;
   private pollStartedAt: number | null = null;
@@ -117,7 +121,9 @@ export class Supervisor {
       preparedStatements: !this.config.transactionPooling,
       signal: this.lifetime.signal,
     };
+    this.metrics = new WorkerMetrics(options.metrics);
     this.held = new HeldJobs({
+      metrics: this.metrics,
       concurrency: this.config.concurrency,
       prefetch: this.config.prefetch,
       tasks: this.tasks,
@@ -159,8 +165,12 @@ export class Supervisor {
     if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
     const inspect = this.options.inspect && inspectorFor(this.options.inspect, this.config.logPayloads);
     let jobParent: AnyActorRef | undefined;
+    const pool = this.pool;
+    this.metrics.observeHeld(() => this.held.heldCounts());
+    this.metrics.observeDepth(() => queueDepth(pool, this.statements));
     this.jobs = createJobRuntime({
       db: this.pool,
+      metrics: this.metrics,
       statements: this.statements,
       logger: this.logger,
       logPayloads: this.config.logPayloads,
@@ -208,7 +218,7 @@ export class Supervisor {
     const health = this.config.health;
     if (health) {
       this.healthFiber = Effect.runFork(
-        startHealthServer(health, () => this.health(), this.logger, (server) => (this.healthServer = server)).pipe(
+        startHealthServer(health, () => this.health(), this.metrics.registry, this.logger, (server) => (this.healthServer = server)).pipe(
           Effect.tapCause((cause) =>
             Effect.sync(() => this.logger.error({ cause: String(cause), port: health.port }, "health server failed; the worker runs on without it")),
           ),
@@ -373,7 +383,7 @@ export class Supervisor {
   private async claim(wants: ClaimWant[], total: number, sentAt: number, signal: AbortSignal): Promise<ClaimedJob[]> {
     const tokens = drawClaimTokens(total);
     try {
-      const jobs = await claimJobs(this.pool!, this.config.workerId, wants, { ...this.statements, signal, total, tokens });
+      const jobs = await this.metrics.timed("claim", () => claimJobs(this.pool!, this.config.workerId, wants, { ...this.statements, signal, total, tokens }));
       this.held.claimTook(performance.now() - sentAt);
       return jobs;
     } catch (error) {
@@ -410,11 +420,12 @@ export class Supervisor {
       Effect.tapError((error) => Effect.sync(() => this.held.renewalFailed(error))),
     );
     const heldJobs = this.held;
+    const metrics = this.metrics;
     const sweep = Effect.gen(function* () {
       // Never the claims this worker holds: their outcome is on its way, and the fence decides.
       // (A claim refused for having no token has none to name.)
       const held = [...heldJobs.values()].map(({ job }) => job.claimToken).filter((token) => typeof token === "string");
-      const swept = yield* attempt(() => sweepExpiredClaims(pool, config.sweepBatchSize, { ...statements, held }));
+      const swept = yield* attempt(() => metrics.timed("sweep", () => sweepExpiredClaims(pool, config.sweepBatchSize, { ...statements, held })));
       if (swept.length === 0) return;
       logger.info(
         {
@@ -464,7 +475,9 @@ export class Supervisor {
   private async renewOnce(): Promise<void> {
     const live = [...this.held.values()];
     const sentAt = performance.now();
-    const results = await renewLeases(this.pool!, live.map(({ job }) => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs })), this.statements);
+    const claims = live.map(({ job }) => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs }));
+    // No claims, no statement, and no statement's time to count.
+    const results = claims.length === 0 ? [] : await this.metrics.timed("renew", () => renewLeases(this.pool!, claims, this.statements));
     this.held.renewed(live, results, sentAt);
   }
 }

@@ -121,7 +121,7 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): WorkerProce
     );
     return combineReports(answers, stopping);
   };
-  const healthFiber = options.health ? Effect.runFork(startHealthServer(options.health, report, logger)) : undefined;
+  const healthFiber = options.health ? Effect.runFork(startHealthServer(options.health, report, undefined, logger)) : undefined;
 
   const signalAll = () => {
     for (const child of children.values()) child.kill("SIGTERM");

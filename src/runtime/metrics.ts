@@ -1,0 +1,172 @@
+// What a worker measures, recorded the two ways users collect metrics: through the OpenTelemetry
+// API (the user's SDK collects them; without one the API's meter does nothing) and in a
+// prom-client registry, served as Prometheus text at /metrics on the health server.
+//
+// Names and attributes follow OpenTelemetry's semantic conventions for messaging where one
+// applies (a task is the destination, a claim a receive, a handler's run a process); the rest
+// are picket's own. In Prometheus the names are the same with dots as underscores and the unit
+// as a suffix, as OpenTelemetry's Prometheus exporter would write them:
+//
+// | OpenTelemetry | Prometheus | kind | attributes |
+// | --- | --- | --- | --- |
+// | messaging.client.consumed.messages | messaging_client_consumed_messages_total | counter | destination |
+// | picket.job.outcomes | picket_job_outcomes_total | counter | destination, picket.outcome |
+// | messaging.process.duration (s) | messaging_process_duration_seconds | histogram | destination, error.type |
+// | picket.job.pickup_delay (s) | picket_job_pickup_delay_seconds | histogram | destination |
+// | messaging.client.operation.duration (s) | messaging_client_operation_duration_seconds | histogram | messaging.operation.name, error.type |
+// | picket.jobs.held | picket_jobs_held | gauge | destination, picket.state (running, waiting) |
+// | picket.queue.depth | picket_queue_depth | gauge | destination, picket.status (pending, processing) |
+//
+// Every metric also carries messaging.system = "picket".
+import { metrics as otel, type Attributes, type MeterProvider, ValueType } from "@opentelemetry/api";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { QueueDepthRow } from "../db/index.ts";
+import type { JobOutcome } from "../machines/job-machine.ts";
+
+export interface MetricsOptions {
+  /** Where the OpenTelemetry instruments come from; default the global provider (your SDK's, once registered). */
+  meterProvider?: MeterProvider;
+  /**
+   * A prom-client registry to add picket's metrics to (your service's own). Default: a registry of
+   * picket's own, served at /metrics by the health server.
+   */
+  registry?: Registry;
+}
+
+/** What the worker holds right now, per task. */
+export interface HeldCounts {
+  running: ReadonlyMap<string, number>;
+  waiting: ReadonlyMap<string, number>;
+}
+
+// Seconds: a no-op job takes microseconds, a statement a millisecond, a slow handler minutes.
+const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+
+const SYSTEM = "picket";
+
+export class WorkerMetrics {
+  /** The registry /metrics serves. */
+  readonly registry: Registry;
+  private readonly otel;
+  private readonly prom;
+  private heldSource: () => HeldCounts = () => ({ running: new Map(), waiting: new Map() });
+  private depthSource: (() => Promise<QueueDepthRow[]>) | undefined;
+  private depthInFlight: Promise<QueueDepthRow[]> | undefined;
+
+  constructor(options: MetricsOptions = {}) {
+    this.registry = options.registry ?? new Registry();
+    const registers = [this.registry];
+    const meter = (options.meterProvider ?? otel.getMeterProvider()).getMeter("picket");
+    const seconds = { unit: "s", advice: { explicitBucketBoundaries: DURATION_BUCKETS } };
+    this.otel = {
+      consumed: meter.createCounter("messaging.client.consumed.messages", { description: "Jobs claimed", unit: "{message}", valueType: ValueType.INT }),
+      outcomes: meter.createCounter("picket.job.outcomes", { description: "Jobs whose attempt ended, by outcome", unit: "{job}", valueType: ValueType.INT }),
+      process: meter.createHistogram("messaging.process.duration", { description: "How long a job's handler ran", ...seconds }),
+      pickup: meter.createHistogram("picket.job.pickup_delay", { description: "From a job's run_at to its start in a worker", ...seconds }),
+      operation: meter.createHistogram("messaging.client.operation.duration", { description: "How long picket's claim and outcome statements took", ...seconds }),
+    };
+    meter.createObservableGauge("picket.jobs.held", { description: "Jobs this worker holds: running, or waiting in its buffer for a slot", unit: "{job}", valueType: ValueType.INT }).addCallback((result) => {
+      for (const [state, counts] of Object.entries(this.heldSource())) for (const [type, n] of counts) result.observe(n, this.attributes(type, { "picket.state": state }));
+    });
+    meter.createObservableGauge("picket.queue.depth", { description: "Live jobs in the table, by task and status", unit: "{job}", valueType: ValueType.INT }).addCallback(async (result) => {
+      for (const row of await this.depth()) result.observe(row.count, this.attributes(row.type, { "picket.status": row.status }));
+    });
+
+    const heldSource = () => this.heldSource();
+    const depth = () => this.depth();
+    this.prom = {
+      consumed: new Counter({ name: "messaging_client_consumed_messages_total", help: "Jobs claimed", labelNames: ["messaging_system", "messaging_destination_name"], registers }),
+      outcomes: new Counter({ name: "picket_job_outcomes_total", help: "Jobs whose attempt ended, by outcome", labelNames: ["messaging_system", "messaging_destination_name", "picket_outcome"], registers }),
+      process: new Histogram({ name: "messaging_process_duration_seconds", help: "How long a job's handler ran", labelNames: ["messaging_system", "messaging_destination_name", "error_type"], buckets: DURATION_BUCKETS, registers }),
+      pickup: new Histogram({ name: "picket_job_pickup_delay_seconds", help: "From a job's run_at to its start in a worker", labelNames: ["messaging_system", "messaging_destination_name"], buckets: DURATION_BUCKETS, registers }),
+      operation: new Histogram({ name: "messaging_client_operation_duration_seconds", help: "How long picket's claim and outcome statements took", labelNames: ["messaging_system", "messaging_operation_name", "error_type"], buckets: DURATION_BUCKETS, registers }),
+    };
+    new Gauge({
+      name: "picket_jobs_held",
+      help: "Jobs this worker holds: running, or waiting in its buffer for a slot",
+      labelNames: ["messaging_system", "messaging_destination_name", "picket_state"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [state, counts] of Object.entries(heldSource())) for (const [type, n] of counts) this.set({ messaging_system: SYSTEM, messaging_destination_name: type, picket_state: state }, n);
+      },
+    });
+    new Gauge({
+      name: "picket_queue_depth",
+      help: "Live jobs in the table, by task and status",
+      labelNames: ["messaging_system", "messaging_destination_name", "picket_status"],
+      registers,
+      async collect() {
+        const rows = await depth();
+        this.reset();
+        for (const row of rows) this.set({ messaging_system: SYSTEM, messaging_destination_name: row.type, picket_status: row.status }, row.count);
+      },
+    });
+  }
+
+  /** Where the held-jobs gauge reads from. */
+  observeHeld(source: () => HeldCounts): void {
+    this.heldSource = source;
+  }
+
+  /** Where the depth gauge reads from: one query, run when a collector asks (a scrape, an export). */
+  observeDepth(source: () => Promise<QueueDepthRow[]>): void {
+    this.depthSource = source;
+  }
+
+  claimed(type: string, count: number): void {
+    this.otel.consumed.add(count, this.attributes(type));
+    this.prom.consumed.inc({ messaging_system: SYSTEM, messaging_destination_name: type }, count);
+  }
+
+  /** A job got its slot: `pickupMs` since it became ready (its run_at). */
+  started(type: string, pickupMs: number): void {
+    const s = Math.max(0, pickupMs) / 1000;
+    this.otel.pickup.record(s, this.attributes(type));
+    this.prom.pickup.observe({ messaging_system: SYSTEM, messaging_destination_name: type }, s);
+  }
+
+  /** A job's machine ended; `handlerMs` when its handler ran, `errorKind` when the attempt failed. */
+  finished(type: string, outcome: JobOutcome, handlerMs: number | undefined, errorKind: string | undefined): void {
+    this.otel.outcomes.add(1, this.attributes(type, { "picket.outcome": outcome }));
+    this.prom.outcomes.inc({ messaging_system: SYSTEM, messaging_destination_name: type, picket_outcome: outcome });
+    if (handlerMs === undefined) return;
+    const s = handlerMs / 1000;
+    this.otel.process.record(s, this.attributes(type, errorKind === undefined ? {} : { "error.type": errorKind }));
+    this.prom.process.observe({ messaging_system: SYSTEM, messaging_destination_name: type, error_type: errorKind ?? "" }, s);
+  }
+
+  /** One of picket's statements ended (claim, complete, fail, renew, sweep): `errorType` when it failed. */
+  statement(operation: string, ms: number, errorType: string | undefined): void {
+    const s = ms / 1000;
+    this.otel.operation.record(s, { "messaging.system": SYSTEM, "messaging.operation.name": operation, ...(errorType === undefined ? {} : { "error.type": errorType }) });
+    this.prom.operation.observe({ messaging_system: SYSTEM, messaging_operation_name: operation, error_type: errorType ?? "" }, s);
+  }
+
+  /** Times `run` as the statement `operation`. */
+  async timed<A>(operation: string, run: () => Promise<A>): Promise<A> {
+    const start = performance.now();
+    try {
+      const result = await run();
+      this.statement(operation, performance.now() - start, undefined);
+      return result;
+    } catch (error) {
+      this.statement(operation, performance.now() - start, (error as { code?: string })?.code ?? (error as Error)?.name ?? "error");
+      throw error;
+    }
+  }
+
+  private attributes(type: string, more: Attributes = {}): Attributes {
+    return { "messaging.system": SYSTEM, "messaging.destination.name": type, ...more };
+  }
+
+  // Collectors that ask at once (a scrape during an export) share one query. One that asks while
+  // the database does not answer gets no depth rather than an error.
+  private depth(): Promise<QueueDepthRow[]> {
+    if (this.depthSource === undefined) return Promise.resolve([]);
+    this.depthInFlight ??= this.depthSource()
+      .catch(() => [])
+      .finally(() => (this.depthInFlight = undefined));
+    return this.depthInFlight;
+  }
+}
