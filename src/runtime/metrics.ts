@@ -44,6 +44,14 @@ const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 
 const SYSTEM = "picket";
 
+interface TaskInstruments {
+  attributes: Attributes;
+  consumed: { inc(value: number): void };
+  pickup: { observe(value: number): void };
+  outcomes: Map<JobOutcome, { attributes: Attributes; prom: { inc(): void } }>;
+  process: Map<string, { attributes: Attributes; prom: { observe(value: number): void } }>;
+}
+
 export class WorkerMetrics {
   /** The registry /metrics serves. */
   readonly registry: Registry;
@@ -52,6 +60,7 @@ export class WorkerMetrics {
   private heldSource: () => HeldCounts = () => ({ running: new Map(), waiting: new Map() });
   private depthSource: (() => Promise<QueueDepthRow[]>) | undefined;
   private depthInFlight: Promise<QueueDepthRow[]> | undefined;
+  private readonly tasks = new Map<string, TaskInstruments>();
 
   constructor(options: MetricsOptions = {}) {
     this.registry = options.registry ?? new Registry();
@@ -115,25 +124,31 @@ export class WorkerMetrics {
   }
 
   claimed(type: string, count: number): void {
-    this.otel.consumed.add(count, this.attributes(type));
-    this.prom.consumed.inc({ messaging_system: SYSTEM, messaging_destination_name: type }, count);
+    const task = this.task(type);
+    this.otel.consumed.add(count, task.attributes);
+    task.consumed.inc(count);
   }
 
   /** A job got its slot: `pickupMs` since it became ready (its run_at). */
   started(type: string, pickupMs: number): void {
+    const task = this.task(type);
     const s = Math.max(0, pickupMs) / 1000;
-    this.otel.pickup.record(s, this.attributes(type));
-    this.prom.pickup.observe({ messaging_system: SYSTEM, messaging_destination_name: type }, s);
+    this.otel.pickup.record(s, task.attributes);
+    task.pickup.observe(s);
   }
 
   /** A job's machine ended; `handlerMs` when its handler ran, `errorKind` when the attempt failed. */
   finished(type: string, outcome: JobOutcome, handlerMs: number | undefined, errorKind: string | undefined): void {
-    this.otel.outcomes.add(1, this.attributes(type, { "picket.outcome": outcome }));
-    this.prom.outcomes.inc({ messaging_system: SYSTEM, messaging_destination_name: type, picket_outcome: outcome });
+    const task = this.task(type);
+    const counted = task.outcomes.get(outcome) ?? this.outcomeOf(task, type, outcome);
+    this.otel.outcomes.add(1, counted.attributes);
+    counted.prom.inc();
     if (handlerMs === undefined) return;
     const s = handlerMs / 1000;
-    this.otel.process.record(s, this.attributes(type, errorKind === undefined ? {} : { "error.type": errorKind }));
-    this.prom.process.observe({ messaging_system: SYSTEM, messaging_destination_name: type, error_type: errorKind ?? "" }, s);
+    const kind = errorKind ?? "";
+    const timed = task.process.get(kind) ?? this.processOf(task, type, kind);
+    this.otel.process.record(s, timed.attributes);
+    timed.prom.observe(s);
   }
 
   /** One of picket's statements ended (claim, complete, fail, renew, sweep): `errorType` when it failed. */
@@ -154,6 +169,42 @@ export class WorkerMetrics {
       this.statement(operation, performance.now() - start, (error as { code?: string })?.code ?? (error as Error)?.name ?? "error");
       throw error;
     }
+  }
+
+  // Per task (and outcome, and error kind): the attribute objects and prom-client children made
+  // once, so a job's records cost no label hashing and no allocation.
+  private task(type: string): TaskInstruments {
+    let task = this.tasks.get(type);
+    if (task === undefined) {
+      const labels = { messaging_system: SYSTEM, messaging_destination_name: type };
+      task = {
+        attributes: this.attributes(type),
+        consumed: this.prom.consumed.labels(labels),
+        pickup: this.prom.pickup.labels(labels),
+        outcomes: new Map(),
+        process: new Map(),
+      };
+      this.tasks.set(type, task);
+    }
+    return task;
+  }
+
+  private outcomeOf(task: TaskInstruments, type: string, outcome: JobOutcome) {
+    const made = {
+      attributes: this.attributes(type, { "picket.outcome": outcome }),
+      prom: this.prom.outcomes.labels({ messaging_system: SYSTEM, messaging_destination_name: type, picket_outcome: outcome }),
+    };
+    task.outcomes.set(outcome, made);
+    return made;
+  }
+
+  private processOf(task: TaskInstruments, type: string, kind: string) {
+    const made = {
+      attributes: this.attributes(type, kind === "" ? {} : { "error.type": kind }),
+      prom: this.prom.process.labels({ messaging_system: SYSTEM, messaging_destination_name: type, error_type: kind }),
+    };
+    task.process.set(kind, made);
+    return made;
   }
 
   private attributes(type: string, more: Attributes = {}): Attributes {
