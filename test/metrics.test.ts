@@ -3,6 +3,7 @@
 // (completions, retries, dead jobs, a timeout) each counter must equal what the database itself
 // says happened.
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader, type ResourceMetrics } from "@opentelemetry/sdk-metrics";
+import { readFileSync } from "node:fs";
 import { beforeEach, describe, expect, it } from "vitest";
 import { enqueueJobs } from "../src/db/index.ts";
 import { defineTask, PermanentError } from "../src/runtime/task.ts";
@@ -169,6 +170,32 @@ describe("metrics", () => {
     release();
     await supervisor.stop();
     await meterProvider.shutdown();
+  });
+
+  it("the Grafana dashboard in docs/ asks only for metrics and labels a worker exports", async () => {
+    // The workload, and live jobs for the gauges: one running until the end, one nobody takes.
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    await enqueueWorkload();
+    await enqueueJobs(db.pool, [{ type: "gated" }, { type: "elsewhere" }]);
+    const port = await freePort();
+    const tasks = [...workload(), defineTask({ name: "gated", handler: () => gate })];
+    const { outcomes } = await startWorker({ connectionString: db.url, tasks, health: { port, host: "127.0.0.1" } });
+    await expect.poll(() => outcomes.filter((o) => o.outcome !== "retried").length, { timeout: 15_000 }).toBe(31);
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    release();
+    const exported = new Set(parse(text).map((s) => s.name));
+    const labels = new Set(parse(text).flatMap((s) => Object.keys(s.labels)));
+    expect(exported).toContain("picket_queue_depth");
+    expect(exported).toContain("picket_jobs_held");
+    const dashboard = JSON.parse(readFileSync(new URL("../docs/grafana-dashboard.json", import.meta.url), "utf8"));
+    const exprs: string[] = dashboard.panels.flatMap((panel: { targets: Array<{ expr: string }> }) => panel.targets.map((t) => t.expr));
+    expect(exprs.length).toBeGreaterThanOrEqual(8);
+    for (const expr of exprs) {
+      const names = [...expr.matchAll(/\b((?:picket|messaging)_[a-z_]+)\b/g)].map((m) => m[1]!);
+      expect(names.length, expr).toBeGreaterThan(0);
+      for (const name of names) if (!exported.has(name) && !labels.has(name)) expect.fail(`${name} in "${expr}" is neither a metric nor a label the worker exports`);
+    }
   });
 
   it("an OpenTelemetry SDK's reader sees the same numbers", async () => {
