@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { jobMachine, machineJson, machineMermaid, supervisorMachine } from "../src/index.ts";
 import { picket, type Run } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
 
@@ -76,12 +77,19 @@ describe("picket CLI", () => {
     expect(unknown.stderr).toMatch(/unknown command 'frobnicate'/);
   }, 60_000);
 
-  it("prints the machines as JSON for the visualizer and as Mermaid", async () => {
+  it("prints the machines as configs (JSON) and as Mermaid: one diagram per machine", async () => {
     const json = await picket(["machines", "--format", "json"]);
     expect(JSON.parse(json.stdout).map((m: { id: string }) => m.id)).toEqual(["job", "supervisor"]);
-    const mermaid = await picket(["machines"]);
-    expect(mermaid.stdout).toContain("stateDiagram-v2");
-    expect(mermaid.stdout).toContain("running --> failing : after jobTimeout");
+    const one = await picket(["machines", "--format", "json", "--machine", "job"]);
+    expect(JSON.parse(one.stdout)).toEqual(JSON.parse(machineJson(jobMachine)));
+    // Both: each diagram in its own Markdown fence.
+    const both = await picket(["machines"]);
+    expect(both.stdout).toBe(`\`\`\`mermaid\n%% the job machine\n${machineMermaid(jobMachine)}\`\`\`\n\n\`\`\`mermaid\n%% the supervisor machine\n${machineMermaid(supervisorMachine)}\`\`\`\n`);
+    const supervisor = await picket(["machines", "--machine", "supervisor"]);
+    expect(supervisor.stdout).toBe(machineMermaid(supervisorMachine));
+    const wrong = await picket(["machines", "--format", "svg"]);
+    expect(wrong.code).not.toBe(0);
+    expect(wrong.stderr).toMatch(/argument 'svg' is invalid\. Allowed choices are json, mermaid/);
   });
 
   it("has --help for every command", async () => {

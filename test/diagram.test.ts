@@ -1,9 +1,145 @@
-// The machines as people read them: the Mermaid diagram (README, reviews, `picket machines`) and
-// the transition rows the model-based tests count coverage with. Both are read from the machines'
-// own state nodes; these tests pin how a state node becomes a line.
-import { describe, expect, it } from "vitest";
-import { createMachine } from "xstate";
+// The machines as people and tools read them: the JSON config (Stately's editor, createMachine),
+// the Mermaid diagram (README, reviews, `picket machines`) and the transition rows the model-based
+// tests count coverage with. All are read from the machines' own state nodes. The exports are
+// checked by rebuilding: the JSON through createMachine, the Mermaid through Mermaid's own parser,
+// and what comes back is compared with the original, transition by transition.
+import { JSDOM } from "jsdom";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createMachine, type AnyStateMachine, type AnyStateNode } from "xstate";
+import { toDirectedGraph, type DirectedGraphNode } from "xstate/graph";
 import { jobMachine, machineJson, machineMermaid, machineTransitions, supervisorMachine, transitionRows } from "../src/index.ts";
+import { guardName } from "../src/machines/diagram.ts";
+
+const MACHINES: AnyStateMachine[] = [jobMachine, supervisorMachine];
+
+/** Everything a machine's states and transitions say, the root's own included, as comparable text. */
+const anatomy = (machine: AnyStateMachine): string[] => {
+  const lines: string[] = [];
+  const names = (actions: readonly unknown[]) =>
+    actions.map((a) => (typeof a === "string" ? a : ((a as { type?: string }).type ?? (a as { name?: string }).name))).filter((n) => n !== undefined && !n.startsWith("xstate."));
+  const visit = (node: AnyStateNode) => {
+    lines.push(`state ${node.id} ${node.type} initial=${node.initial?.target.map((t) => t.id).join(",") ?? "-"} entry=${names(node.entry)} exit=${names(node.exit)}`);
+    for (const inv of node.invoke) lines.push(`  invoke ${inv.id} ${String(inv.src)}`);
+    for (const t of node.after) lines.push(`  after ${String((t as { delay: unknown }).delay)} ${t.eventType}`);
+    for (const t of [...[...node.transitions.values()].flat(), ...(node.always ?? [])]) {
+      lines.push(`  ${t.eventType || "(always)"} [${guardName(t.guard) ?? ""}] -> ${t.target?.map((n) => n.id).join(",") ?? "(none)"} actions=${names(t.actions)} reenter=${t.reenter}`);
+    }
+    for (const child of Object.values(node.states)) visit(child);
+  };
+  visit(machine.root);
+  return lines;
+};
+
+/** xstate/graph's edges, flattened: source, event, target. */
+const graphEdges = (machine: AnyStateMachine): string[] => {
+  const edges: string[] = [];
+  const walk = (node: DirectedGraphNode) => {
+    for (const edge of node.edges) edges.push(`${edge.source.id} --${edge.label.text}--> ${edge.target.id}`);
+    node.children.forEach(walk);
+  };
+  walk(toDirectedGraph(machine));
+  return edges.sort();
+};
+
+describe("the JSON export round-trips through createMachine", () => {
+  it.each(MACHINES.map((m) => [m.id, m] as const))("%s: every state, transition, guard (negations too), delay, invocation and named action comes back", (_, machine) => {
+    const rebuilt = createMachine(JSON.parse(machineJson(machine)));
+    expect(anatomy(rebuilt)).toEqual(anatomy(machine));
+    expect(graphEdges(rebuilt)).toEqual(graphEdges(machine));
+    expect(machineTransitions(rebuilt)).toEqual(machineTransitions(machine));
+  });
+
+  it("counts what the old export lost: eventless transitions and not(...) guards are all there", () => {
+    const json = machineJson(jobMachine);
+    const config = JSON.parse(json);
+    expect(config.states.claimed.always.map((t: { guard?: string }) => t.guard ?? null)).toEqual(["not(hasToken)", "not(hasHandler)", "not(slotFree)", "not(hasSchema)", null]);
+    expect(config.states.running.after).toEqual({ jobTimeout: [expect.objectContaining({ target: "failing", actions: ["setError"] })] });
+    expect(machineTransitions(createMachine(config))).toHaveLength(43);
+    // The events of invocations and delays are written where the editor shows them (onDone,
+    // onError, after), not again as raw xstate.* events under `on`.
+    const onKeys = (state: { on?: object; states?: Record<string, object> }): string[] => [
+      ...Object.keys(state.on ?? {}),
+      ...Object.values(state.states ?? {}).flatMap((child) => onKeys(child)),
+    ];
+    for (const machine of MACHINES) expect(onKeys(JSON.parse(machineJson(machine))).filter((key) => key.startsWith("xstate."))).toEqual([]);
+    expect(machineTransitions(createMachine(JSON.parse(machineJson(supervisorMachine))))).toHaveLength(25);
+  });
+
+  it("names targets outside the state's parent by id, and keeps a delay in milliseconds, several targets and re-entry", () => {
+    const machine = createMachine({
+      id: "shapes",
+      initial: "a",
+      states: {
+        a: { initial: "x", states: { x: { on: { OUT: "#shapes.b", BACK: { target: "x", reenter: true } } } }, after: { 250: "b" } },
+        b: { type: "parallel", states: { p: {}, q: {} }, on: { BOTH: { target: [".p", ".q"] } } },
+      },
+    });
+    const config = JSON.parse(machineJson(machine));
+    expect(config.states.a.states.x.on.OUT).toEqual([{ target: "#shapes.b" }]);
+    expect(config.states.a.after).toEqual({ 250: [{ target: "b" }] });
+    expect(config.states.b.on.BOTH).toEqual([{ target: ["#shapes.b.p", "#shapes.b.q"] }]);
+    expect(anatomy(createMachine(config))).toEqual(anatomy(machine));
+  });
+});
+
+/** Mermaid's own parser, in a DOM of jsdom's (it needs one to load). */
+let mermaid: typeof import("mermaid").default;
+let dom: JSDOM;
+beforeAll(async () => {
+  dom = new JSDOM("");
+  Object.assign(globalThis, { window: dom.window, document: dom.window.document });
+  mermaid = (await import("mermaid")).default;
+  await mermaid.parse("stateDiagram-v2\n  a --> b\n"); // registers the diagram types
+}, 60_000);
+// Files may share a worker (the mutation config does not isolate them): leave no DOM behind.
+afterAll(() => {
+  Reflect.deleteProperty(globalThis, "window");
+  Reflect.deleteProperty(globalThis, "document");
+  dom.window.close();
+});
+
+/** The diagram as Mermaid understood it: its transitions (source, target, label), starts and nesting. */
+const parsed = async (text: string) => {
+  const diagram = await mermaid.mermaidAPI.getDiagramFromText(text);
+  const data = (diagram.db as unknown as { getData(): { edges: Array<{ start: string; end: string; label: string }>; nodes: Array<{ id: string; parentId?: string }> } }).getData();
+  const pseudo = (id: string) => /_(start|end)$/.test(id) || /^root_(start|end)$/.test(id);
+  return {
+    transitions: data.edges.filter((e) => !pseudo(e.start) && !pseudo(e.end)).map((e) => `${e.start} --> ${e.end} : ${e.label}`),
+    starts: data.edges.filter((e) => pseudo(e.start)).map((e) => `${e.start} --> ${e.end}`),
+    ends: data.edges.filter((e) => pseudo(e.end)).map((e) => e.start),
+    parents: Object.fromEntries(data.nodes.filter((n) => !pseudo(n.id)).map((n) => [n.id, n.parentId ?? null])),
+  };
+};
+
+describe("the Mermaid export is one diagram Mermaid's parser reads back as the machine", () => {
+  it.each(MACHINES.map((m) => [m.id, m] as const))("%s: the same transitions, starts, final states and nesting", async (_, machine) => {
+    const text = machineMermaid(machine);
+    expect(text.match(/stateDiagram-v2/g)).toHaveLength(1);
+    await expect(mermaid.parse(text)).resolves.toMatchObject({ diagramType: "stateDiagram" });
+    const back = await parsed(text);
+    const rows = machineTransitions(machine);
+    expect(back.transitions.sort()).toEqual(rows.map((r) => `${r.source} --> ${r.target} : ${r.event}${r.guard ? ` [${r.guard}]` : ""}`).sort());
+    // Each compound state (the root too) starts at its initial state; nothing else starts.
+    const compound: AnyStateNode[] = [];
+    const collect = (node: AnyStateNode) => {
+      if (node.type === "compound") compound.push(node);
+      Object.values(node.states).forEach(collect);
+    };
+    collect(machine.root);
+    const id = (node: AnyStateNode) => node.path.join("_");
+    expect(back.starts.sort()).toEqual(compound.map((node) => `${node === machine.root ? "root" : id(node)}_start --> ${id(node.initial!.target[0]!)}`).sort());
+    // Every state sits in its parent's block: no state drawn loose (the supervisor's running was).
+    const all: AnyStateNode[] = [];
+    const every = (node: AnyStateNode) => Object.values(node.states).forEach((child) => (all.push(child), every(child)));
+    every(machine.root);
+    expect(back.parents).toEqual(Object.fromEntries(all.map((node) => [id(node), node.parent === machine.root ? null : id(node.parent!)])));
+    expect(back.ends.sort()).toEqual(all.filter((node) => node.type === "final").map(id).sort());
+  });
+
+  it("rejects what is not a diagram, so the check above can fail", async () => {
+    await expect(mermaid.parse("stateDiagram-v2\n  a --> : GO\n")).rejects.toThrow(/Parse error/);
+  });
+});
 
 describe("machine diagrams", () => {
   it("draws the job machine: its start, its final states and every transition with its event and guard", () => {
@@ -12,12 +148,12 @@ describe("machine diagrams", () => {
         "stateDiagram-v2",
         "  [*] --> claimed",
         ...["fenced", "abandoned", "refused", "done"].map((s) => `  ${s} --> [*]`),
-        "  claimed --> refused : always [not hasToken]",
-        "  claimed --> deadLettering : always [not hasHandler]",
-        "  claimed --> waitingForSlot : always [not slotFree]",
-        "  claimed --> running : always [not hasSchema]",
+        "  claimed --> refused : always [not(hasToken)]",
+        "  claimed --> deadLettering : always [not(hasHandler)]",
+        "  claimed --> waitingForSlot : always [not(slotFree)]",
+        "  claimed --> running : always [not(hasSchema)]",
         "  claimed --> checkingPayload : always",
-        "  waitingForSlot --> running : START [not hasSchema]",
+        "  waitingForSlot --> running : START [not(hasSchema)]",
         "  waitingForSlot --> checkingPayload : START",
         "  waitingForSlot --> releasing : RELEASE",
         "  waitingForSlot --> releasing : DRAIN_DEADLINE",
@@ -63,16 +199,21 @@ describe("machine diagrams", () => {
   it("names nested states by their path, starts only at the root's initial state, and leaves the root's own transitions out", () => {
     const text = machineMermaid(supervisorMachine);
     const lines = text.split("\n");
-    expect(lines.filter((l) => l.includes("[*] -->"))).toEqual(["  [*] --> running"]);
+    // The root starts at running, running at its polling: each start inside its own block.
+    expect(lines.filter((l) => l.includes("[*] -->"))).toEqual(["  [*] --> running", "    [*] --> running_polling"]);
+    expect(lines).toContain("  state running {");
+    expect(lines).toContain('    state "polling" as running_polling');
     expect(lines.filter((l) => l.endsWith("--> [*]"))).toEqual(["  stopped --> [*]"]);
-    expect(lines).toContain("  running_polling --> running_polling : done [pollFull]");
-    expect(lines).toContain("  running_waiting --> running_polling : after pollInterval");
+    // Drawn in the innermost block holding both ends: inside running, or at the root.
+    expect(lines).toContain("    running_polling --> running_polling : done [pollFull]");
+    expect(lines).toContain("    running_waiting --> running_polling : after pollInterval");
+    expect(lines).toContain("  running_polling --> draining : done [stopRequested]");
     expect(lines).toContain("  draining --> stopped : always [idle]");
     // The root's JOBS_FINISHED counter is not a transition between states.
     expect(machineTransitions(supervisorMachine).map((row) => row.source)).not.toContain("supervisor");
     expect(machineTransitions(supervisorMachine)).toHaveLength(25);
-    expect(lines).toContain("  running_polling --> running_polling : done [woken]");
-    expect(lines).toContain("  running_waiting --> running_polling : SLOT_FREED [saturated]");
+    expect(lines).toContain("    running_polling --> running_polling : done [woken]");
+    expect(lines).toContain("    running_waiting --> running_polling : SLOT_FREED [saturated]");
     expect(machineTransitions(jobMachine)).toHaveLength(43);
   });
 
@@ -91,8 +232,13 @@ describe("machine diagrams", () => {
     expect(machineMermaid(nested).split("\n")).toEqual([
       "stateDiagram-v2",
       "  [*] --> outer",
-      "  outer_end --> [*]",
-      "  outer_inner --> outer_end : GO [isReady]",
+      "  state outer {",
+      "    [*] --> outer_inner",
+      '    state "inner" as outer_inner',
+      '    state "end" as outer_end',
+      "    outer_end --> [*]",
+      "    outer_inner --> outer_end : GO [isReady]",
+      "  }",
       "",
     ]);
     const parallel = createMachine({ id: "both", type: "parallel", states: { a: {}, b: {} } });
@@ -122,10 +268,4 @@ describe("machine diagrams", () => {
     );
   });
 
-  it("exports the definition as JSON the Stately visualizer imports", () => {
-    const json = JSON.parse(machineJson(jobMachine));
-    expect(json.id).toBe("job");
-    expect(Object.keys(json.states)).toEqual(Object.keys(jobMachine.root.states));
-    expect(machineJson(jobMachine)).toContain('\n  "id": "job"');
-  });
 });

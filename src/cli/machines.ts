@@ -1,20 +1,25 @@
-import type { Command } from "commander";
+import { type Command, Option } from "commander";
 import { jobMachine, machineJson, machineMermaid, supervisorMachine } from "../machines/index.ts";
+
+const MACHINES = { job: jobMachine, supervisor: supervisorMachine };
 
 export const machinesCommand = (program: Command): void => {
   program
     .command("machines")
-    .description("print the job and supervisor machines (JSON for the Stately visualizer, or Mermaid)")
-    .option("--format <format>", "json or mermaid", "mermaid")
-    .action((options: { format: string }) => {
-      if (options.format !== "json" && options.format !== "mermaid") {
-        throw new Error(`--format must be json or mermaid (got "${options.format}")`);
+    .description("print the job and supervisor machines: a config for Stately's editor or createMachine (json), or a Mermaid diagram")
+    .addOption(new Option("--format <format>", "json or mermaid").choices(["json", "mermaid"]).default("mermaid"))
+    .addOption(new Option("--machine <machine>", "only this machine (default: both)").choices(Object.keys(MACHINES)))
+    .action((options: { format: "json" | "mermaid"; machine?: keyof typeof MACHINES }) => {
+      const machines = options.machine === undefined ? Object.values(MACHINES) : [MACHINES[options.machine]];
+      if (options.format === "json") {
+        // One machine: its config, as Stately's editor imports it. Both: an array of the two.
+        process.stdout.write(machines.length === 1 ? `${machineJson(machines[0]!)}\n` : `[${machines.map(machineJson).join(",\n")}]\n`);
+        return;
       }
-      const machines = [jobMachine, supervisorMachine];
+      // One machine: its diagram alone (for mmdc and the like). Both: each in its own Markdown
+      // fence, since one Mermaid text holds one diagram.
       process.stdout.write(
-        options.format === "json"
-          ? `[${machines.map(machineJson).join(",\n")}]\n`
-          : machines.map((m) => `%% ${m.id} machine\n${machineMermaid(m)}`).join("\n"),
+        machines.length === 1 ? machineMermaid(machines[0]!) : machines.map((m) => `\`\`\`mermaid\n%% the ${m.id} machine\n${machineMermaid(m)}\`\`\`\n`).join("\n"),
       );
     });
 };
