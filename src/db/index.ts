@@ -17,3 +17,4 @@ export * from "./statement.ts";
 export * from "./storable-json.ts";
 export * from "./sweep.ts";
 export * from "./stats.ts";
+export * from "./workers.ts";

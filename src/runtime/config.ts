@@ -51,6 +51,8 @@ export interface SupervisorOptions {
   pollIntervalMs?: number;
   /** How often expired claims are reclaimed; default 5000 ms. */
   sweepIntervalMs?: number;
+  /** How often the worker writes its heartbeat row (what the dashboard shows of it); default 2 s. */
+  heartbeatIntervalMs?: number;
   /** Most rows one sweep moves; default 1000. */
   sweepBatchSize?: number;
   /** How long stop() lets running jobs finish before interrupting and releasing them; default 30 s. */
@@ -89,6 +91,7 @@ export interface ResolvedConfig {
   poolSize: number;
   pollIntervalMs: number;
   sweepIntervalMs: number;
+  heartbeatIntervalMs: number;
   sweepBatchSize: number;
   drainTimeoutMs: number;
   renewIntervalMs: number;
@@ -154,6 +157,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     poolSize: Math.min(concurrency + 4, 20),
     pollIntervalMs,
     sweepIntervalMs: int("sweepIntervalMs", options.sweepIntervalMs, 5_000, 10),
+    heartbeatIntervalMs: int("heartbeatIntervalMs", options.heartbeatIntervalMs, 2_000, 10),
     sweepBatchSize: int("sweepBatchSize", options.sweepBatchSize, 1_000, 1),
     drainTimeoutMs: int("drainTimeoutMs", options.drainTimeoutMs, 30_000, 0),
     renewIntervalMs,

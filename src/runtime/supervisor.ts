@@ -1,6 +1,7 @@
 // The supervisor: owns the pool, the LISTEN connection, the poll, lease renewal, the sweep,
 // retention and the drain. Its lifecycle is the supervisor machine; each job is a job machine.
 import { setMaxListeners } from "node:events";
+import { hostname } from "node:os";
 import type { Server } from "node:http";
 import { Effect, Fiber } from "effect";
 import pg from "pg";
@@ -14,14 +15,18 @@ import {
   giveBackUnreturnedClaims,
   migrate,
   openPool,
+  beat,
   probeConnection,
   queueDepth,
+  removeWorker,
   renewLeases,
   sendWakeProbe,
   sweepExpiredClaims,
   type ClaimedJob,
   type ClaimWant,
+  type HeldJobView,
   type StatementOptions,
+  type WorkerBeat,
 } from "../db/index.ts";
 import type { JobOutcome } from "../machines/job-machine.ts";
 import { supervisorMachine, type PollOutput } from "../machines/supervisor-machine.ts";
@@ -36,6 +41,7 @@ import { createLogger, type Logger } from "./logger.ts";
 import { loop } from "./loop.ts";
 import { WorkerMetrics } from "./metrics.ts";
 import { watchEventLoop } from "./stall-watch.ts";
+import { PICKET_VERSION } from "./version.ts";
 import type { Task } from "./task.ts";
 
 /** How long after the drain deadline releases and outcomes in flight may still be written. */
@@ -55,6 +61,14 @@ const MAX_UNRETURNED_TOKENS = 10_000;
 const HEALTH_PROBE_MS = 2_000;
 
 /** The event loop is sampled this often; a blocked loop is reported once it held up a tick by STALL_MIN_MS. */
+// The jobs a heartbeat row lists at most (it counts them all): enough for a dashboard to draw,
+// bounded for a worker holding thousands.
+const HEARTBEAT_JOBS = 100;
+
+/** A machine's state value as text: "running.polling" for { running: "polling" }. */
+const stateText = (value: unknown): string =>
+  typeof value === "string" ? value : typeof value === "object" && value !== null ? Object.entries(value).map(([k, v]) => `${k}.${stateText(v)}`).join(",") : "starting";
+
 const STALL_TICK_MS = 100;
 const STALL_MIN_MS = 50;
 
@@ -84,6 +98,7 @@ export class Supervisor {
   private actor: Actor<typeof supervisorMachine> | undefined;
   /** The claims this worker holds: slots, the local buffer, leases, outcomes counted. */
   private readonly held: HeldJobs;
+  private readonly startedAt = new Date();
   /** What the worker measures; the health server serves its Prometheus registry at /metrics. */
   readonly metrics: WorkerMetrics;
   private readonly listeners = new Set<JobFinishedListener>();
@@ -258,6 +273,11 @@ export class Supervisor {
       // A claim whose reply never came may have given out jobs: one short try to give them back
       // (unless forced), else the sweep charges them after their lease.
       if (!this.forced) await this.giveBackUnreturned(Math.min(this.config.statementTimeoutMs, STOP_STEP_MS));
+      // The heartbeat row goes with the worker: one short try (a row left behind shows as silent).
+      if (this.pool && this.actor) {
+        const timeoutMs = Math.max(1, Math.round(lastStepsEnd - performance.now()));
+        await removeWorker(this.pool, this.config.workerId, { ...this.statements, timeoutMs }).catch(() => undefined);
+      }
       // Statements of this worker still in flight (a renewal, the sweep, a write given up) are
       // cancelled and their connections closed, so ending the pool never waits on the database.
       // Those of other users of a caller's pool are not touched.
@@ -451,6 +471,7 @@ export class Supervisor {
       });
       loops.push(loop("retention", intervalMs, retention, logger));
     }
+    loops.push(loop("heartbeat", config.heartbeatIntervalMs, attempt(() => beat(pool, this.heartbeat(), statements)), logger));
     if (config.listen) {
       const ours = new Set(this.tasks.keys());
       const direct = this.options.listenConnectionString;
@@ -466,6 +487,29 @@ export class Supervisor {
       );
     }
     return Effect.all(loops, { concurrency: "unbounded", discard: true });
+  }
+
+  /** What the heartbeat row says of this worker now: its machine's state and the jobs it holds (a sample of HEARTBEAT_JOBS). */
+  private heartbeat(): WorkerBeat {
+    const { running, waiting } = this.held.heldCounts();
+    const total = (counts: ReadonlyMap<string, number>) => [...counts.values()].reduce((a, b) => a + b, 0);
+    const jobs: HeldJobView[] = [];
+    for (const { job, actor } of this.held.values()) {
+      if (jobs.length === HEARTBEAT_JOBS) break;
+      jobs.push({ id: job.id, type: job.type, state: actor.state });
+    }
+    return {
+      id: this.config.workerId,
+      host: hostname(),
+      pid: process.pid,
+      version: PICKET_VERSION,
+      startedAt: this.startedAt,
+      concurrency: this.config.concurrency,
+      state: stateText(this.actor?.getSnapshot().value),
+      jobs,
+      running: total(running),
+      waiting: total(waiting),
+    };
   }
 
   /**
