@@ -2,3 +2,4 @@
 export * from "./db/index.ts";
 export * from "./machines/index.ts";
 export * from "./runtime/index.ts";
+export { createDashboardHandler, dashboardRoutes, serveDashboard, type DashboardOptions } from "./dashboard/server.ts";

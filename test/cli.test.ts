@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { jobMachine, machineJson, machineMermaid, supervisorMachine } from "../src/index.ts";
 import { picket, type Run } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { freePort } from "./support/ports.ts";
 
 const db = useTestDatabase();
 const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
@@ -46,6 +47,19 @@ describe("picket CLI", () => {
       await rm(cwd, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it("serves the dashboard on loopback until SIGTERM, write actions off without a token", async () => {
+    const port = await freePort();
+    let pid = 0;
+    let output: () => string = () => "";
+    const running = picket(["dashboard", "--database-url", db.url, "--port", String(port)], { onStart: (p, o) => ((pid = p), (output = o)) });
+    await expect.poll(() => output(), { timeout: 30_000, interval: 100 }).toContain(`picket dashboard: http://127.0.0.1:${port}/ (write actions off: no --token)`);
+    const page = await fetch(`http://127.0.0.1:${port}/`);
+    expect(await page.text()).toContain("<title>picket</title>");
+    expect((await fetch(`http://127.0.0.1:${port}/api/jobs/1/retry`, { method: "POST" })).status).toBe(403);
+    process.kill(pid, "SIGTERM");
+    expect((await running).code).toBe(0);
+  }, 60_000);
 
   it("enqueues, reports stats, cancels and retries through the CLI", async () => {
     const env = { env: { DATABASE_URL: db.url } };
@@ -93,7 +107,7 @@ describe("picket CLI", () => {
   });
 
   it("has --help for every command", async () => {
-    for (const command of ["demo", "worker", "enqueue", "stats", "jobs", "migrate", "machines"]) {
+    for (const command of ["demo", "worker", "enqueue", "stats", "jobs", "migrate", "machines", "dashboard"]) {
       const help = await picket([command, "--help"]);
       expect(help.code, command).toBe(0);
       expect(help.stdout, command).toContain(`Usage: picket ${command}`);

@@ -7,6 +7,7 @@ import { demoCommand } from "./demo.ts";
 import { enqueueCommand } from "./enqueue.ts";
 import { jobsCommand } from "./jobs.ts";
 import { machinesCommand } from "./machines.ts";
+import { dashboardCommand } from "./dashboard.ts";
 import { migrateCommand } from "./migrate.ts";
 import { statsCommand } from "./stats.ts";
 import { workerCommand } from "./worker.ts";
@@ -24,6 +25,7 @@ statsCommand(program);
 jobsCommand(program);
 migrateCommand(program);
 machinesCommand(program);
+dashboardCommand(program);
 
 try {
   await program.parseAsync(process.argv);

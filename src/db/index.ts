@@ -18,3 +18,4 @@ export * from "./storable-json.ts";
 export * from "./sweep.ts";
 export * from "./stats.ts";
 export * from "./workers.ts";
+export * from "./dashboard.ts";

@@ -17,3 +17,4 @@ export {
 } from "./task.ts";
 export type { HealthReport } from "./health-server.ts";
 export { startWorkerProcesses, type StartWorkerProcessesOptions, type WorkerProcesses } from "./worker-processes.ts";
+export { WorkerMetrics, type MetricsOptions } from "./metrics.ts";

@@ -1,0 +1,32 @@
+import type { Command } from "commander";
+import { Effect, Fiber } from "effect";
+import { serveDashboard } from "../dashboard/server.ts";
+import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
+
+interface DashboardCliOptions extends DatabaseOptions {
+  port: number;
+  host: string;
+  token?: string;
+}
+
+export const dashboardCommand = (program: Command): void => {
+  withDatabaseOptions(
+    program
+      .command("dashboard")
+      .description("a live web dashboard of the queue, the workers and their job machines (until SIGTERM/SIGINT)")
+      .option("--port <port>", "port to listen on", integerOption("--port"), 7070)
+      .option("--host <host>", "address to listen on (loopback by default: put your own auth in front before exposing it)", "127.0.0.1")
+      .option("--token <token>", "allow retry and cancel to requests bearing this token (default: PICKET_DASHBOARD_TOKEN; without one they are refused)"),
+  ).action(async (options: DashboardCliOptions) => {
+    const token = options.token ?? process.env.PICKET_DASHBOARD_TOKEN;
+    await withPool(options, async (pool) => {
+      const fiber = Effect.runFork(serveDashboard({ db: pool, statements: statementOptions(options), port: options.port, host: options.host, ...(token ? { token } : {}) }));
+      process.stderr.write(`picket dashboard: http://${options.host}:${options.port}/ (write actions ${token ? "need the token" : "off: no --token"})\n`);
+      await new Promise<void>((resolve) => {
+        process.once("SIGINT", resolve);
+        process.once("SIGTERM", resolve);
+      });
+      await Effect.runPromise(Fiber.interrupt(fiber));
+    });
+  });
+};

@@ -1,0 +1,212 @@
+// The dashboard's one page: plain HTML, CSS and a script, no build step and nothing fetched from
+// elsewhere (a dashboard on an operator's network may have no internet). It listens to
+// /api/events (a snapshot a second), keeps a few minutes of history for the charts, and draws
+// each machine from its config (/api/machines) with the current state lit.
+export const DASHBOARD_PAGE = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>picket</title>
+<style>
+  :root { --fg: #1d2433; --muted: #6b7385; --line: #d8dce5; --bg: #f6f7fa; --lit: #2f6fed; --bad: #c2410c; --ok: #15803d; }
+  * { box-sizing: border-box; }
+  body { margin: 0; font: 14px/1.45 system-ui, sans-serif; color: var(--fg); background: var(--bg); }
+  header { display: flex; gap: 16px; align-items: center; padding: 12px 20px; background: #fff; border-bottom: 1px solid var(--line); }
+  header h1 { font-size: 18px; margin: 0; }
+  #status { color: var(--muted); }
+  #status.down { color: var(--bad); }
+  main { padding: 16px 20px; display: grid; gap: 16px; grid-template-columns: 1fr 1fr; }
+  section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; min-width: 0; }
+  section.wide { grid-column: 1 / -1; }
+  h2 { font-size: 15px; margin: 0 0 8px; }
+  table { border-collapse: collapse; width: 100%; }
+  th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+  th { color: var(--muted); font-weight: 600; }
+  td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+  .muted { color: var(--muted); }
+  .bad { color: var(--bad); }
+  button { font: inherit; padding: 2px 10px; border: 1px solid var(--line); border-radius: 4px; background: #fff; cursor: pointer; }
+  button:hover { border-color: var(--lit); }
+  a.job { color: var(--lit); cursor: pointer; text-decoration: underline; }
+  pre { white-space: pre-wrap; word-break: break-word; background: var(--bg); padding: 6px 8px; border-radius: 4px; margin: 4px 0; font-size: 12px; }
+  .worker { border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; margin-bottom: 10px; }
+  .worker h3 { margin: 0 0 4px; font-size: 14px; }
+  .charts { display: flex; flex-wrap: wrap; gap: 8px; align-items: flex-start; }
+  .chart { border: 1px solid var(--line); border-radius: 4px; padding: 4px; }
+  .chart .title { font-size: 12px; color: var(--muted); }
+  svg text { font: 10px system-ui, sans-serif; }
+  svg .state rect { fill: #fff; stroke: #9aa3b5; }
+  svg .state.lit rect { fill: var(--lit); stroke: var(--lit); }
+  svg .state.lit text { fill: #fff; font-weight: 600; }
+  svg .edge { stroke: #b8bfcc; fill: none; marker-end: url(#arrow); }
+  #detail { display: none; }
+  #detail.open { display: block; }
+  input { font: inherit; padding: 2px 6px; }
+</style>
+</head>
+<body>
+<header>
+  <h1>picket</h1>
+  <span id="status">connecting…</span>
+  <span style="flex:1"></span>
+  <label class="muted">token for retry and cancel <input id="token" type="password" size="16" autocomplete="off"></label>
+</header>
+<main>
+  <section><h2>Queue by task</h2><div id="queue"></div></section>
+  <section><h2>Over the last minutes</h2><div id="history"></div></section>
+  <section class="wide"><h2>Workers</h2><div id="workers"></div></section>
+  <section><h2>Recent failures (retrying)</h2><div id="retrying"></div></section>
+  <section><h2>Dead jobs</h2><div id="dead"></div><div id="action" class="muted"></div></section>
+  <section class="wide" id="detail"><h2>Job <span id="detail-id"></span> <button id="detail-close">close</button></h2><div id="detail-body"></div></section>
+</main>
+<script>
+"use strict";
+const $ = (id) => document.getElementById(id);
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+const tokenInput = $("token");
+tokenInput.value = sessionStorage.getItem("picket-token") ?? "";
+tokenInput.addEventListener("change", () => sessionStorage.setItem("picket-token", tokenInput.value));
+
+// --- Statecharts, laid out from the machine's config ------------------------------------------
+let machines = null;
+const charts = {};
+function layout(config) {
+  // Leaves by path ("running.polling"); a target naming a compound state enters its initial leaf.
+  const leaves = [];
+  const nodes = {};
+  const walk = (node, path) => {
+    nodes[path] = node;
+    const children = Object.entries(node.states ?? {});
+    if (path !== "" && children.length === 0) leaves.push(path);
+    for (const [key, child] of children) walk(child, path ? path + "." + key : key);
+  };
+  walk(config, "");
+  const leafOf = (path) => { let p = path; while (nodes[p] && nodes[p].states && nodes[p].initial) p = p + "." + nodes[p].initial; return p; };
+  const resolve = (from, target) => {
+    if (target.startsWith("#")) return leafOf(target.slice(1).split(".").slice(1).join("."));
+    const parent = from.split(".").slice(0, -1).join(".");
+    return leafOf(parent ? parent + "." + target : target);
+  };
+  const edges = new Set();
+  const add = (from, ts) => { for (const t of ts ?? []) for (const target of [].concat(t.target ?? [])) edges.add(from + "|" + resolve(from, target)); };
+  for (const [path, node] of Object.entries(nodes)) {
+    const from = leaves.filter((l) => l === path || l.startsWith(path + "."));
+    for (const leaf of from) {
+      for (const ts of Object.values(node.on ?? {})) add(leaf, ts);
+      add(leaf, node.always);
+      for (const ts of Object.values(node.after ?? {})) add(leaf, ts);
+      for (const inv of node.invoke ?? []) { add(leaf, inv.onDone); add(leaf, inv.onError); }
+    }
+  }
+  // Columns by distance from the initial leaf.
+  const start = leafOf(config.initial);
+  const depth = { [start]: 0 };
+  const queue = [start];
+  while (queue.length) {
+    const from = queue.shift();
+    for (const e of edges) { const [a, b] = e.split("|"); if (a === from && depth[b] === undefined) { depth[b] = depth[a] + 1; queue.push(b); } }
+  }
+  const columns = [];
+  for (const leaf of leaves) (columns[depth[leaf] ?? 0] ??= []).push(leaf);
+  const W = 92, H = 20, GX = 26, GY = 8, pos = {};
+  columns.forEach((col, x) => col.forEach((leaf, y) => (pos[leaf] = { x: 4 + x * (W + GX), y: 4 + y * (H + GY) })));
+  const width = 8 + columns.length * (W + GX) - GX;
+  const height = 8 + Math.max(...columns.map((c) => c.length)) * (H + GY) - GY;
+  return { leaves, edges: [...edges].map((e) => e.split("|")), pos, W, H, width, height };
+}
+function chart(kind, lit, title) {
+  const l = charts[kind];
+  if (!l) return "";
+  const lines = l.edges.filter(([a, b]) => a !== b).map(([a, b]) => {
+    const p = l.pos[a], q = l.pos[b];
+    const x1 = p.x + (q.x >= p.x ? l.W : 0), x2 = q.x + (q.x >= p.x ? 0 : l.W);
+    return '<line class="edge" x1="' + x1 + '" y1="' + (p.y + l.H / 2) + '" x2="' + x2 + '" y2="' + (q.y + l.H / 2) + '"/>';
+  }).join("");
+  const boxes = l.leaves.map((leaf) => {
+    const p = l.pos[leaf];
+    const on = leaf === lit;
+    return '<g class="state' + (on ? " lit" : "") + '" data-state="' + esc(leaf) + '"><rect x="' + p.x + '" y="' + p.y + '" width="' + l.W + '" height="' + l.H + '" rx="4"/><text x="' + (p.x + 5) + '" y="' + (p.y + 14) + '">' + esc(leaf.split(".").pop()) + "</text></g>";
+  }).join("");
+  return '<div class="chart" data-machine="' + kind + '" data-lit="' + esc(lit) + '"><div class="title">' + title + '</div><svg width="' + l.width + '" height="' + l.height + '"><defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="#b8bfcc"/></marker></defs>' + lines + boxes + "</svg></div>";
+}
+
+// --- History for the charts over time ----------------------------------------------------------
+const history = [];
+const HISTORY = 180;
+function spark(values, max) {
+  const w = 260, h = 36;
+  const pts = values.map((v, i) => (i * w) / Math.max(1, HISTORY - 1) + "," + (h - (max > 0 ? (v / max) * (h - 2) : 0) - 1)).join(" ");
+  return '<svg width="' + w + '" height="' + h + '"><polyline points="' + pts + '" fill="none" stroke="#2f6fed" stroke-width="1.5"/></svg>';
+}
+
+// --- Rendering a snapshot --------------------------------------------------------------------
+function render(s) {
+  const tasks = [...new Set([...s.depth.map((d) => d.type), ...s.finished.map((f) => f.type)])].sort();
+  const count = (rows, type, status) => rows.filter((r) => r.type === type && r.status === status).reduce((n, r) => n + r.count, 0);
+  const rate = (type, status) => count(s.finished, type, status) / s.finishedWindowSeconds;
+  history.push({ at: Date.now(), tasks: Object.fromEntries(tasks.map((t) => [t, { pending: count(s.depth, t, "pending"), done: rate(t, "completed") }])) });
+  if (history.length > HISTORY) history.shift();
+  $("queue").innerHTML = tasks.length === 0 ? '<p class="muted">no live jobs</p>' :
+    '<table><tr><th>task</th><th class="num">pending</th><th class="num">processing</th><th class="num">completed/s</th><th class="num">dead/s</th></tr>' +
+    tasks.map((t) => '<tr data-task="' + esc(t) + '"><td>' + esc(t) + '</td><td class="num" data-col="pending">' + count(s.depth, t, "pending") + '</td><td class="num" data-col="processing">' + count(s.depth, t, "processing") + '</td><td class="num">' + rate(t, "completed").toFixed(1) + '</td><td class="num">' + rate(t, "dead").toFixed(1) + "</td></tr>").join("") + "</table>";
+  $("history").innerHTML = tasks.map((t) => {
+    const pending = history.map((h) => h.tasks[t]?.pending ?? 0);
+    const done = history.map((h) => h.tasks[t]?.done ?? 0);
+    return "<div><b>" + esc(t) + '</b> <span class="muted">pending (max ' + Math.max(...pending) + ")</span><br>" + spark(pending, Math.max(...pending)) +
+      '<br><span class="muted">completed per second (max ' + Math.max(...done).toFixed(1) + ")</span><br>" + spark(done, Math.max(...done)) + "</div>";
+  }).join("") || '<p class="muted">no history yet</p>';
+  $("workers").innerHTML = s.workers.length === 0 ? '<p class="muted">no worker has written a heartbeat</p>' : s.workers.map((w) => {
+    const silent = w.silentMs > 10000;
+    const jobs = w.jobs.slice(0, 12).map((j) => '<div data-testid="job" data-job-id="' + esc(j.id) + '" data-state="' + esc(j.state) + '">' + chart("job", j.state, 'job <a class="job" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a> · " + esc(j.type) + " · " + esc(j.state)) + "</div>").join("");
+    return '<div class="worker" data-testid="worker" data-worker-id="' + esc(w.id) + '"><h3>' + esc(w.id) + '</h3><div class="muted">' + esc(w.host) + " · pid " + w.pid + " · picket " + esc(w.version) + " · since " + new Date(w.startedAt).toLocaleString() +
+      ' · <span class="' + (silent ? "bad" : "") + '">last beat ' + (w.silentMs / 1000).toFixed(1) + " s ago</span> · concurrency " + w.concurrency + " · running " + w.running + " · waiting " + w.waiting + "</div>" +
+      '<div class="charts">' + chart("supervisor", w.state, "supervisor · " + esc(w.state)) + jobs + (w.jobs.length < w.running + w.waiting ? '<div class="muted">… ' + (w.running + w.waiting - w.jobs.length) + " more</div>" : "") + "</div></div>";
+  }).join("");
+  const failedRows = (rows, action) => rows.length === 0 ? '<p class="muted">none</p>' :
+    "<table><tr><th>job</th><th>task</th><th>attempts</th><th>error</th><th></th></tr>" + rows.map((j) =>
+      '<tr data-testid="' + action + '-row" data-job-id="' + esc(j.id) + '"><td><a class="job" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a></td><td>" + esc(j.type) + "</td><td>" + j.attempts + "/" + j.maxAttempts + '</td><td><details><summary class="bad">' + esc(j.lastError) + "</summary>" +
+      (j.errors ?? []).slice().reverse().map((e) => '<div class="muted">attempt ' + e.attempt + " · " + esc(e.at) + "</div><pre>" + esc(e.stack ?? e.message) + "</pre>").join("") +
+      '</details></td><td><button data-action="' + action + '" data-id="' + esc(j.id) + '">' + action + "</button></td></tr>").join("") + "</table>";
+  $("retrying").innerHTML = failedRows(s.retrying, "cancel");
+  $("dead").innerHTML = failedRows(s.dead, "retry");
+}
+
+async function openJob(id) {
+  const response = await fetch("api/jobs/" + encodeURIComponent(id));
+  const job = await response.json();
+  $("detail").classList.add("open");
+  $("detail-id").textContent = id;
+  $("detail-body").innerHTML = job.error ? '<p class="bad">' + esc(job.error) + "</p>" :
+    '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + job.maxAttempts], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
+      .map(([k, v]) => "<tr><th>" + k + "</th><td>" + esc(v) + "</td></tr>").join("") +
+    "<tr><th>progress</th><td><pre>" + esc(JSON.stringify(job.progress)) + "</pre></td></tr><tr><th>result</th><td><pre>" + esc(JSON.stringify(job.result)) + "</pre></td></tr>" +
+    "<tr><th>errors</th><td>" + ((job.errors ?? []).map((e) => '<div class="muted">attempt ' + e.attempt + " · " + esc(e.at) + "</div><pre>" + esc(e.stack ?? e.message) + "</pre>").join("") || "none") + "</td></tr></table>";
+}
+
+document.addEventListener("click", async (event) => {
+  const target = event.target;
+  if (target.dataset.open) return openJob(target.dataset.open);
+  if (target.id === "detail-close") return $("detail").classList.remove("open");
+  if (target.dataset.action) {
+    const response = await fetch("api/jobs/" + encodeURIComponent(target.dataset.id) + "/" + target.dataset.action, { method: "POST", headers: { authorization: "Bearer " + tokenInput.value } });
+    const body = await response.json();
+    $("action").textContent = target.dataset.action + " job " + target.dataset.id + ": " + (body.error ?? body.outcome);
+    $("action").className = response.ok ? "" : "bad";
+  }
+});
+
+async function start() {
+  machines = await (await fetch("api/machines")).json();
+  charts.job = layout(machines.job);
+  charts.supervisor = layout(machines.supervisor);
+  const events = new EventSource("api/events");
+  events.addEventListener("snapshot", (e) => { $("status").textContent = "live · " + new Date().toLocaleTimeString(); $("status").className = ""; render(JSON.parse(e.data)); });
+  events.addEventListener("failure", (e) => { $("status").textContent = "database: " + JSON.parse(e.data).error; $("status").className = "down"; });
+  events.onerror = () => { $("status").textContent = "dashboard unreachable, retrying…"; $("status").className = "down"; };
+}
+start();
+</script>
+</body>
+</html>
+`;

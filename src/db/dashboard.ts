@@ -1,0 +1,68 @@
+// What the dashboard reads, each second it is open: statements chosen so that none reads the
+// finished rows in bulk (a busy table holds millions): the live counts come from the claim's and
+// the sweep's partial indexes, the finishing rate and the dead jobs from the finished-at index.
+import { queueDepth, type QueueDepthRow } from "./stats.ts";
+import type { Queryable, StatementOptions } from "./queryable.ts";
+import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+import { runStatement } from "./statement.ts";
+import type { ErrorEntry, JobStatus } from "./job-row.ts";
+import { listWorkers, type WorkerRow } from "./workers.ts";
+
+/** A job that failed recently: retrying (pending with an error) or dead. */
+export interface FailedJob {
+  id: string;
+  type: string;
+  status: JobStatus;
+  attempts: number;
+  maxAttempts: number;
+  lastError: string | null;
+  errors: ErrorEntry[];
+  at: Date;
+}
+
+export interface DashboardSnapshot {
+  /** Live jobs by task and status. */
+  depth: QueueDepthRow[];
+  /** Jobs finished in the last FINISHED_WINDOW_S seconds, by task and status: the rate per second is count / window. */
+  finished: Array<{ type: string; status: JobStatus; count: number }>;
+  finishedWindowSeconds: number;
+  retrying: FailedJob[];
+  dead: FailedJob[];
+  workers: WorkerRow[];
+}
+
+const FINISHED_WINDOW_S = 5;
+const LISTED = 20;
+
+const finishedSql = perSchema(
+  (schema) => `
+  SELECT type, status, count(*)::int AS count FROM ${schema}.jobs
+  WHERE finished_at > now() - interval '${FINISHED_WINDOW_S} seconds' AND status IN ('completed', 'dead', 'cancelled')
+  GROUP BY type, status ORDER BY type, status`,
+);
+
+const failedColumns = `id, type, status, attempts, max_attempts AS "maxAttempts", last_error AS "lastError", errors`;
+
+const retryingSql = perSchema(
+  (schema) => `
+  SELECT ${failedColumns}, updated_at AS at FROM ${schema}.jobs
+  WHERE status = 'pending' AND last_error IS NOT NULL ORDER BY updated_at DESC LIMIT ${LISTED}`,
+);
+
+const deadSql = perSchema(
+  (schema) => `
+  SELECT ${failedColumns}, finished_at AS at FROM ${schema}.jobs
+  WHERE status = 'dead' AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ${LISTED}`,
+);
+
+export const dashboardSnapshot = async (db: Queryable, options: StatementOptions = {}): Promise<DashboardSnapshot> => {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const [depth, finished, retrying, dead, workers] = await Promise.all([
+    queueDepth(db, options),
+    runStatement<DashboardSnapshot["finished"][number]>(db, { text: finishedSql(schema) }, options),
+    runStatement<FailedJob>(db, { text: retryingSql(schema) }, options),
+    runStatement<FailedJob>(db, { text: deadSql(schema) }, options),
+    listWorkers(db, options),
+  ]);
+  return { depth, finished: finished.rows, finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows, dead: dead.rows, workers };
+};

@@ -1,0 +1,150 @@
+// The dashboard in a real headless Chromium (Debian's, driven by playwright-core), against a real
+// worker running jobs through their states: what the page shows must be what the worker and the
+// table hold, and the retry button must run a dead job again. Plus the HTTP side on its own: the
+// token rules, and the fetch-style handler a service mounts.
+import { existsSync } from "node:fs";
+import type { Server } from "node:http";
+import { Effect, Fiber } from "effect";
+import { chromium, type Browser } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { enqueueJob } from "../src/db/index.ts";
+import { createDashboardHandler, serveDashboard } from "../src/dashboard/server.ts";
+import { jobMachine } from "../src/machines/index.ts";
+import { defineTask, PermanentError } from "../src/runtime/task.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { row } from "./support/factory.ts";
+import { freePort } from "./support/ports.ts";
+import { startWorker } from "./support/worker.ts";
+
+const db = useTestDatabase();
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? (existsSync("/usr/bin/chromium") ? "/usr/bin/chromium" : "chromium");
+const TOKEN = "s3cret-dashboard-token";
+
+let browser: Browser;
+beforeAll(async () => {
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+});
+
+/** Serves the dashboard on a free loopback port until the test ends it. */
+const dashboard = async (token?: string) => {
+  const port = await freePort();
+  let server: Server | undefined;
+  const fiber = Effect.runFork(serveDashboard({ db: db.pool, port, host: "127.0.0.1", intervalMs: 200, ...(token ? { token } : {}) }, (s) => (server = s)));
+  const url = `http://127.0.0.1:${port}/`;
+  await expect.poll(() => fetch(url).then((r) => r.status, () => 0), { timeout: 10_000 }).toBe(200);
+  return {
+    url,
+    stop: async () => {
+      server?.closeAllConnections();
+      await Effect.runPromise(Fiber.interrupt(fiber));
+    },
+  };
+};
+
+describe("the dashboard in a browser", () => {
+  it("shows the live worker, its machine and each running job's machine lit in its state; retries a dead job; shows a job's history", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const gated = defineTask({ name: "gated", handler: () => gate.then(() => "opened") });
+    const doomed = defineTask({
+      name: "doomed",
+      handler: async () => {
+        throw new PermanentError("the card was declined");
+      },
+    });
+    const held = await enqueueJob(db.pool, { type: "gated" });
+    const dead = await enqueueJob(db.pool, { type: "doomed" });
+    await enqueueJob(db.pool, { type: "nobody-runs-this" });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [gated, doomed], heartbeatIntervalMs: 100, workerId: "w-dash" });
+    await expect.poll(async () => (await row(db.pool, dead.id)).status, { timeout: 5_000 }).toBe("dead");
+    const served = await dashboard(TOKEN);
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
+    try {
+      await page.goto(served.url);
+      // The worker, its supervisor machine lit in a running state, and the held job lit in running.
+      const worker = page.locator('[data-testid="worker"][data-worker-id="w-dash"]');
+      await worker.waitFor({ timeout: 10_000 });
+      await expect.poll(() => worker.locator('[data-machine="supervisor"]').getAttribute("data-lit"), { timeout: 5_000 }).toMatch(/^running\.(polling|waiting)$/);
+      const job = worker.locator(`[data-testid="job"][data-job-id="${held.id}"]`);
+      await job.waitFor({ timeout: 5_000 });
+      expect(await job.locator(".state.lit").getAttribute("data-state")).toBe("running");
+      expect(await job.locator(".state").count()).toBe(Object.keys(jobMachine.root.states).length); // every state is drawn
+      // The queue by task, from the table.
+      await expect.poll(() => page.locator('[data-task="gated"] [data-col="processing"]').textContent(), { timeout: 5_000 }).toBe("1");
+      expect(await page.locator('[data-task="nobody-runs-this"] [data-col="pending"]').textContent()).toBe("1");
+      // The dead job, its error and stack; retry refused without the token, done with it.
+      const deadRow = page.locator(`[data-testid="retry-row"][data-job-id="${dead.id}"]`);
+      await deadRow.waitFor({ timeout: 5_000 });
+      expect(await deadRow.textContent()).toContain("permanent: the card was declined");
+      await deadRow.locator("button").click();
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toMatch(/needs the dashboard's token/);
+      expect(await row(db.pool, dead.id)).toMatchObject({ status: "dead", attempts: 1 });
+      await page.fill("#token", TOKEN);
+      await deadRow.locator("button").click();
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`retry job ${dead.id}: applied`);
+      // Run again by the worker: a second attempt, failed again, in the row's history.
+      await expect.poll(async () => (await row(db.pool, dead.id)).errors.length, { timeout: 10_000 }).toBe(2);
+      // A job's history: status, attempts, each error with its stack.
+      await page.locator(`a.job[data-open="${dead.id}"]`).first().click();
+      const detail = page.locator('[data-testid="detail"]');
+      await detail.waitFor({ timeout: 5_000 });
+      expect(await detail.textContent()).toMatch(/PermanentError: the card was declined/);
+      if (process.env.PICKET_SCREENSHOTS === "1") await page.screenshot({ path: "docs/dashboard.png", fullPage: true });
+      // The held job finishes: it leaves the worker's list.
+      release();
+      await expect.poll(() => job.count(), { timeout: 5_000 }).toBe(0);
+    } finally {
+      release();
+      await page.close();
+      await served.stop();
+      await supervisor.stop();
+    }
+  });
+});
+
+describe("the dashboard's HTTP side", () => {
+  it("refuses write actions without a token configured, or with a wrong one, and writes nothing", async () => {
+    const job = await enqueueJob(db.pool, { type: "not-run" });
+    const open = await dashboard();
+    const guarded = await dashboard(TOKEN);
+    try {
+      const cancel = (base: string, token?: string) =>
+        fetch(`${base}api/jobs/${job.id}/cancel`, { method: "POST", headers: token ? { authorization: `Bearer ${token}` } : {} });
+      const off = await cancel(open.url, TOKEN);
+      expect(off.status).toBe(403);
+      expect((await off.json()).error).toMatch(/write actions are off/);
+      expect((await cancel(guarded.url)).status).toBe(401);
+      expect((await cancel(guarded.url, "wrong")).status).toBe(401);
+      expect((await row(db.pool, job.id)).status).toBe("pending");
+      const done = await cancel(guarded.url, TOKEN);
+      expect(done.status).toBe(200);
+      expect(await done.json()).toMatchObject({ outcome: "applied" });
+      expect((await row(db.pool, job.id)).status).toBe("cancelled");
+      // An action the row's state does not allow is a conflict, not a success.
+      expect((await cancel(guarded.url, TOKEN)).status).toBe(409);
+      expect((await fetch(`${guarded.url}api/jobs/999999`)).status).toBe(404);
+    } finally {
+      await open.stop();
+      await guarded.stop();
+    }
+  });
+
+  it("mounts in a service as a fetch-style handler", async () => {
+    await enqueueJob(db.pool, { type: "mounted" });
+    const { handler, dispose } = createDashboardHandler({ db: db.pool });
+    try {
+      const page = await handler(new Request("http://service.local/"));
+      expect(page.headers.get("content-type")).toMatch(/^text\/html/);
+      const snapshot = await (await handler(new Request("http://service.local/api/snapshot"))).json();
+      expect(snapshot.depth).toContainEqual({ type: "mounted", status: "pending", count: 1 });
+      const machines = await (await handler(new Request("http://service.local/api/machines"))).json();
+      expect(Object.keys(machines)).toEqual(["job", "supervisor"]);
+    } finally {
+      await dispose();
+    }
+  });
+});
