@@ -46,7 +46,18 @@ describe("bookkeeping is not the work", () => {
       const stuck = await row(db.pool, job.id);
       // Not a handler failure: no error recorded, no retry scheduled, still this worker's claim.
       expect(stuck).toMatchObject({ status: "processing", attempts: 1, last_error: null, errors: [] });
-      expect(logs).toContainEqual(expect.objectContaining({ level: 50, job_id: job.id, intended: "completed" }));
+      expect(logs).toContainEqual(
+        expect.objectContaining({
+          level: 50,
+          job_id: job.id,
+          task: "unrecordable",
+          attempt: 1,
+          claim_token: expect.any(String),
+          intended: "completed",
+          write_error: "completion refused by test",
+          msg: `could not record the outcome (completed) of job ${job.id}: completion refused by test; it stays processing and the sweep takes it back after its lease`,
+        }),
+      );
       // After the lease, the sweep takes it back, charging the attempt like any lost one.
       await db.pool.query("UPDATE picket.jobs SET lock_until = now() - interval '1 second' WHERE id = $1", [job.id]);
       expect((await sweepExpiredClaims(db.pool, 10)).map((s) => s.id)).toEqual([job.id]);

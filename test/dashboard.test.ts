@@ -139,8 +139,17 @@ describe("the dashboard's HTTP side", () => {
     try {
       const page = await handler(new Request("http://service.local/"));
       expect(page.headers.get("content-type")).toMatch(/^text\/html/);
+      // A retrying job (pending, with an error), a recently finished one, and one finished long ago.
+      const retrying = await enqueueJob(db.pool, { type: "mounted-retrying" });
+      await db.pool.query("UPDATE picket.jobs SET last_error = 'error: boom', attempts = 1 WHERE id = $1", [retrying.id]);
+      const recent = await enqueueJob(db.pool, { type: "mounted-done" });
+      const old = await enqueueJob(db.pool, { type: "mounted-done" });
+      await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() WHERE id = $1", [recent.id]);
+      await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() - interval '1 minute' WHERE id = $1", [old.id]);
       const snapshot = await (await handler(new Request("http://service.local/api/snapshot"))).json();
       expect(snapshot.depth).toContainEqual({ type: "mounted", status: "pending", count: 1 });
+      expect(snapshot.retrying.map((j: { id: string }) => j.id)).toEqual([retrying.id]);
+      expect(snapshot.finished).toEqual([{ type: "mounted-done", status: "completed", count: 1 }]);
       const machines = await (await handler(new Request("http://service.local/api/machines"))).json();
       expect(Object.keys(machines)).toEqual(["job", "supervisor"]);
     } finally {
