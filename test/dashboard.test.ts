@@ -149,7 +149,8 @@ describe("the dashboard's HTTP side", () => {
       const snapshot = await (await handler(new Request("http://service.local/api/snapshot"))).json();
       expect(snapshot.depth).toContainEqual({ type: "mounted", status: "pending", count: 1 });
       expect(snapshot.retrying.map((j: { id: string }) => j.id)).toEqual([retrying.id]);
-      expect(snapshot.finished).toEqual([{ type: "mounted-done", status: "completed", count: 1 }]);
+      // Jobs of this file's other tests may have finished within the window too.
+      expect(snapshot.finished.filter((f: { type: string }) => f.type === "mounted-done")).toEqual([{ type: "mounted-done", status: "completed", count: 1 }]);
       const machines = await (await handler(new Request("http://service.local/api/machines"))).json();
       expect(Object.keys(machines)).toEqual(["job", "supervisor"]);
     } finally {

@@ -5,7 +5,7 @@
 // at thousands of jobs a second they are the metrics' business, not the log's.
 import type { JobError, JobErrorKind, JobOutcome } from "../machines/job-machine.ts";
 import type { ClaimedJob } from "../db/index.ts";
-import { jobLogger, type Logger } from "./logger.ts";
+import { jobFields, type Logger } from "./logger.ts";
 
 /** What happened to the attempt, by the error's kind, as the line's message says it. */
 const WHAT: Record<JobErrorKind, string> = {
@@ -27,16 +27,16 @@ const errField = (error: JobError | null) =>
  * them.
  */
 export const logAttempt = (logger: Logger, job: ClaimedJob, outcome: JobOutcome | null, error: JobError | null, logPayload: boolean): void => {
+  // One line each, so no child logger: a pino child per finished job costs more than the line.
   if (outcome === "completed") {
-    if (logger.isLevelEnabled("debug")) jobLogger(logger, job, { logPayload }).debug({ outcome }, `job ${job.id} completed`);
+    if (logger.isLevelEnabled("debug")) logger.debug({ ...jobFields(job, { logPayload }), outcome }, `job ${job.id} completed`);
     return;
   }
-  const log = jobLogger(logger, job, { logPayload });
   const attempt = `attempt ${job.attempts} of ${job.maxAttempts}`;
-  const fields = { outcome, max_attempts: job.maxAttempts, ...errField(error) };
+  const fields = { ...jobFields(job, { logPayload }), outcome, max_attempts: job.maxAttempts, ...errField(error) };
   const what = `job ${job.id} ${error === null ? "failed" : WHAT[error.kind]}`;
   const message = error?.message ?? "unknown error";
-  if (outcome === "retried") log.warn(fields, `${what} (${attempt}); it runs again after its backoff: ${message}`);
-  else if (outcome === "dead") log.error(fields, `${what} (${attempt}) and is dead: ${message}. Once fixed, run it again with: picket jobs retry ${job.id}`);
-  else if (outcome === "released") log.info(fields, `job ${job.id} given back (${attempt} not charged): the drain, or a lease it could no longer prove`);
+  if (outcome === "retried") logger.warn(fields, `${what} (${attempt}); it runs again after its backoff: ${message}`);
+  else if (outcome === "dead") logger.error(fields, `${what} (${attempt}) and is dead: ${message}. Once fixed, run it again with: picket jobs retry ${job.id}`);
+  else if (outcome === "released") logger.info(fields, `job ${job.id} given back (${attempt} not charged): the drain, or a lease it could no longer prove`);
 };

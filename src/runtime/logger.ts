@@ -38,11 +38,13 @@ export const jobLogger = (
   logger: Logger,
   job: Pick<Job, "id" | "type" | "attempts" | "claimToken" | "payload">,
   options: { logPayload?: boolean } = {},
-): Logger =>
-  logger.child({
-    job_id: job.id,
-    task: job.type,
-    attempt: job.attempts,
-    claim_token: job.claimToken,
-    ...(options.logPayload ? { payload: job.payload } : {}),
-  });
+): Logger => logger.child(jobFields(job, options));
+
+/** A job's stable fields, for a line written without a child logger of its own. */
+export const jobFields = (job: Pick<Job, "id" | "type" | "attempts" | "claimToken" | "payload">, options: { logPayload?: boolean } = {}) => ({
+  job_id: job.id,
+  task: job.type,
+  attempt: job.attempts,
+  claim_token: job.claimToken,
+  ...(options.logPayload ? { payload: job.payload } : {}),
+});
