@@ -65,7 +65,9 @@ export const runDemo = async (options: { databaseUrl?: string; concurrency: numb
         pollIntervalMs: 200,
         sweepIntervalMs: 1_000,
         retention: false,
-        logger: createLogger({ level: "error" }),
+        // The demo prints every job's outcome itself, dead ones with their error: the worker's
+        // own per-attempt lines (JSON) would say each one twice. Only what stops the demo is logged.
+        logger: createLogger({ level: "fatal" }),
       });
       const runs = new Map<string, number[]>();
       supervisor.onJobFinished(({ job, outcome, error, durationMs }) => {
