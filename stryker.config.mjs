@@ -8,6 +8,7 @@ export default {
     "src/db/**/*.ts",
     "src/machines/**/*.ts",
     "src/runtime/**/*.ts",
+    "src/dashboard/**/*.ts",
     // Barrels re-export; there is nothing in them to mutate.
     "!src/**/index.ts",
     // Runs in vitest's global setup (the embedded server) and in worker threads (isolated
