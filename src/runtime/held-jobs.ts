@@ -79,6 +79,11 @@ export class HeldJob implements JobObserver {
     this.claimSentAt = claimSentAt;
   }
 
+  /** From its run_at to the moment it took its slot: the server's wait to the claim, then this worker's. */
+  pickupMs(): number {
+    return this.job.readyMs + this.slotTakenAt - this.claimSentAt;
+  }
+
   changed(state: string): void {
     if (this.holdsSlot && !beforeOutcome(state)) this.held.freeSlot(this);
   }
@@ -224,7 +229,7 @@ export class HeldJobs {
       entry.actor = this.options.create(job, slotFree, entry);
       this.running.set(job, entry);
       if (!slotFree) this.queued.add(entry);
-      else metrics?.started(job.type, job.readyMs + entry.slotTakenAt - claimSentAt);
+      else metrics?.started(job.type, entry.pickupMs());
       return entry;
     });
     if (metrics) for (const [type, count] of countBy(jobs, (job) => job.type)) metrics.claimed(type, count);
@@ -480,7 +485,7 @@ export class HeldJobs {
       entry.holdsSlot = true;
       entry.started = true;
       entry.slotTakenAt = performance.now();
-      this.options.metrics?.started(entry.job.type, entry.job.readyMs + entry.slotTakenAt - entry.claimSentAt);
+      this.options.metrics?.started(entry.job.type, entry.pickupMs());
       entry.actor.send({ type: "START" });
     }
   }
