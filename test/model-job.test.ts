@@ -6,7 +6,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getSimplePaths } from "xstate/graph";
-import { claimJobs, enqueueJob, renewLeases, sweepExpiredClaims, type ClaimedJob } from "../src/db/index.ts";
+import { cancelJob, claimJobs, enqueueJob, renewLeases, sweepExpiredClaims, type ClaimedJob } from "../src/db/index.ts";
 import { jobMachine, machineTransitions, transitionRows, type JobMachineInput } from "../src/machines/index.ts";
 import { createJobRuntime } from "../src/runtime/job-runtime.ts";
 import { observeJob } from "./support/job-run.ts";
@@ -33,6 +33,7 @@ type AnyEvent = { type: string; [key: string]: unknown };
 const writeOutcomes = (statuses: string[]): AnyEvent[] => [
   ...statuses.map((status) => ({ type: "xstate.done.actor.write", output: { id: "1", outcome: "applied", status, runAt: new Date(), lockUntil: null } })),
   { type: "xstate.done.actor.write", output: { id: "1", outcome: "fenced" } },
+  { type: "xstate.done.actor.write", output: { id: "1", outcome: "cancelled" } },
   { type: "xstate.error.actor.write", error: new Error("write failed") },
   { type: "ABANDON" },
 ];
@@ -46,7 +47,7 @@ const lapsed = { permanent: false, leaseLapsed: true, message: "the lease could 
 const eventsIn = (state: string): AnyEvent[] => {
   switch (state) {
     case "waitingForSlot":
-      return [{ type: "START" }, { type: "RELEASE" }, { type: "DRAIN_DEADLINE" }, { type: "LEASE_LOST" }, leaseExpired];
+      return [{ type: "START" }, { type: "RELEASE" }, { type: "DRAIN_DEADLINE" }, { type: "LEASE_LOST" }, leaseExpired, { type: "CANCEL" }];
     case "checkingPayload":
       return [
         { type: "xstate.done.actor.payloadCheck", output: undefined },
@@ -56,6 +57,7 @@ const eventsIn = (state: string): AnyEvent[] => {
         { type: "LEASE_LOST" },
         { type: "DRAIN_DEADLINE" },
         leaseExpired,
+        { type: "CANCEL" },
       ];
     case "running":
       return [
@@ -67,6 +69,7 @@ const eventsIn = (state: string): AnyEvent[] => {
         { type: "LEASE_LOST" },
         { type: "DRAIN_DEADLINE" },
         leaseExpired,
+        { type: "CANCEL" },
       ];
     case "completing":
       return writeOutcomes(["completed"]);
@@ -128,15 +131,18 @@ interface Script {
   hasSchema: boolean;
   slotFree: boolean;
   /** How a job claimed ahead of a slot stops waiting. */
-  waitEnds: "start" | "release" | "drain" | "leaseLost" | "leaseExpired" | null;
+  waitEnds: "start" | "release" | "drain" | "leaseLost" | "leaseExpired" | "cancel" | null;
   payloadValid: boolean;
   /** The payload check never settles, and this ends it. */
-  validatorHangs: "timeout" | "leaseLost" | "drain" | "leaseExpired" | null;
+  validatorHangs: "timeout" | "leaseLost" | "drain" | "leaseExpired" | "cancel" | null;
   /** The lease cannot be proven when the payload check, or the handler, is to start. */
   lapsesAt: "validator" | "handler" | null;
-  handler: "succeed" | "fail" | "permanent" | "timeout" | "leaseLost" | "drain" | "leaseExpired" | null;
-  /** abandon: the write waits on a row another session holds locked until the drain gives it up. */
-  write: "apply" | "fenced" | "error" | "abandon";
+  handler: "succeed" | "fail" | "permanent" | "timeout" | "leaseLost" | "drain" | "leaseExpired" | "cancel" | null;
+  /**
+   * abandon: the write waits on a row another session holds locked until the drain gives it up;
+   * cancelled: an operator cancelled the job before its outcome was written.
+   */
+  write: "apply" | "fenced" | "cancelled" | "error" | "abandon";
   lastAttempt: boolean;
 }
 
@@ -144,7 +150,7 @@ const scriptOf = (path: ModelPath): Script => {
   const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, slotFree: path.slotFree, waitEnds: null, payloadValid: true, validatorHangs: null, lapsesAt: null, handler: null, write: "apply", lastAttempt: false };
   path.events.forEach((event, i) => {
     if (path.states[i] === "waitingForSlot") {
-      script.waitEnds = ({ START: "start", RELEASE: "release", DRAIN_DEADLINE: "drain", LEASE_LOST: "leaseLost", LEASE_EXPIRED: "leaseExpired" } as const)[event.type as "START"];
+      script.waitEnds = ({ START: "start", RELEASE: "release", DRAIN_DEADLINE: "drain", LEASE_LOST: "leaseLost", LEASE_EXPIRED: "leaseExpired", CANCEL: "cancel" } as const)[event.type as "START"];
       return;
     }
     if (path.states[i] === "checkingPayload") {
@@ -152,6 +158,7 @@ const scriptOf = (path: ModelPath): Script => {
       if (event.type === "LEASE_LOST") script.validatorHangs = "leaseLost";
       if (event.type === "DRAIN_DEADLINE") script.validatorHangs = "drain";
       if (event.type === "LEASE_EXPIRED") script.validatorHangs = "leaseExpired";
+      if (event.type === "CANCEL") script.validatorHangs = "cancel";
       if (script.validatorHangs !== null) return;
     }
     const lapses = (event.error as { leaseLapsed?: boolean } | undefined)?.leaseLapsed === true;
@@ -164,10 +171,12 @@ const scriptOf = (path: ModelPath): Script => {
     if (event.type === "LEASE_LOST") script.handler = "leaseLost";
     if (event.type === "DRAIN_DEADLINE") script.handler = "drain";
     if (event.type === "LEASE_EXPIRED") script.handler = "leaseExpired";
+    if (event.type === "CANCEL") script.handler = "cancel";
     if (event.type === "xstate.error.actor.write") script.write = "error";
     if (event.type === "ABANDON") script.write = "abandon";
     const output = event.output as { outcome?: string; status?: string } | undefined;
     if (event.type === "xstate.done.actor.write" && output?.outcome === "fenced") script.write = "fenced";
+    if (event.type === "xstate.done.actor.write" && output?.outcome === "cancelled") script.write = "cancelled";
     if (event.type === "xstate.done.actor.write" && output?.status === "dead" && path.states.includes("failing")) script.lastAttempt = true;
   });
   return script;
@@ -212,11 +221,14 @@ interface Claim {
   token: string;
   attempts: number;
   thief: string | null;
+  /** An operator cancelled the job under our claim. */
+  cancelled: boolean;
   claimedRow: Row;
 }
 
 const ours = (row: Row, c: Claim) => row.claim_token === c.token;
-const heldByOwner = (row: Row, c: Claim) => row.status === "processing" && (ours(row, c) || (c.thief !== null && row.claim_token === c.thief));
+const heldByOwner = (row: Row, c: Claim) =>
+  (row.status === "processing" && (ours(row, c) || (c.thief !== null && row.claim_token === c.thief))) || (c.cancelled && row.status === "cancelled" && ours(row, c));
 
 /** The row in a state the machine passes through (a write may land at any moment within it). */
 const rowMatchesTransient = (state: string, row: Row, c: Claim): boolean => {
@@ -263,6 +275,11 @@ const expectFinalRow = (outcome: string, row: Row, c: Claim, script: Script) => 
     case "abandoned":
       // The outcome could not be written: the row is exactly as claimed, left for the sweep.
       expect(row).toEqual(c.claimedRow);
+      break;
+    case "cancelled":
+      // The cancel was the last write: our token stays on the row, and nothing of ours followed it.
+      expect(c.cancelled).toBe(true);
+      expect(row).toMatchObject({ status: "cancelled", claim_token: c.token, attempts: c.attempts, result: null, last_error: null });
       break;
     case "refused":
       expect(row).toEqual(c.claimedRow);
@@ -328,11 +345,17 @@ const execute = async (path: ModelPath, index: number) => {
   await enqueueJob(db.pool, { type, payload: { valid: script.payloadValid }, maxAttempts: script.lastAttempt ? 1 : 3 });
   // A minute of backoff, so "retried" is told apart from "ready now" however slow the machine.
   const [claimed] = await claimJobs(db.pool, "model-worker", [want(type, { limit: 1, backoffBaseMs: 60_000, backoffMaxMs: 60_000 })]);
-  const claim: Claim = { token: claimed!.claimToken, attempts: claimed!.attempts, thief: null, claimedRow: await readRow(db.pool, claimed!.id) };
+  const claim: Claim = { token: claimed!.claimToken, attempts: claimed!.attempts, thief: null, cancelled: false, claimedRow: await readRow(db.pool, claimed!.id) };
 
   // Faults the path needs before the write: the claim lost to another worker, or a write that fails.
   const losesLease = script.handler === "leaseLost" || script.validatorHangs === "leaseLost" || script.waitEnds === "leaseLost";
   if (script.write === "fenced" && !losesLease) claim.thief = await steal(db.pool, claimed!);
+  // The cancel lands before the outcome is written, and nothing tells the machine: its write finds it.
+  const cancelled = script.handler === "cancel" || script.validatorHangs === "cancel" || script.waitEnds === "cancel";
+  if (script.write === "cancelled" && !cancelled) {
+    expect(await cancelJob(db.pool, claimed!.id)).toMatchObject({ outcome: "applied" });
+    claim.cancelled = true;
+  }
   if (script.write === "error") {
     await db.pool.query(`
       CREATE OR REPLACE FUNCTION picket.refuse_model_write() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -362,6 +385,7 @@ const execute = async (path: ModelPath, index: number) => {
     logPayloads: false,
     taskFor: (t) => (script.hasHandler && t === type ? task : undefined),
     leaseLost: () => undefined,
+    cancelled: () => undefined,
     handlerSettled: () => undefined,
     leaseConfirmed: () => undefined,
     // The runtime asks before the payload check (with a schema) and before the handler.
@@ -394,13 +418,24 @@ const execute = async (path: ModelPath, index: number) => {
     expect(renewal!.outcome).toBe("fenced");
     actor.send({ type: "LEASE_LOST" });
   };
+  const cancel = async () => {
+    // As an operator and the supervisor do: the row is cancelled under our claim, then the job is
+    // told (by the cancel's notification, or by a renewal that finds it cancelled).
+    expect(await cancelJob(db.pool, claimed!.id)).toMatchObject({ outcome: "applied" });
+    claim.cancelled = true;
+    const [renewal] = await renewLeases(db.pool, [{ id: claimed!.id, token: claimed!.claimToken, leaseMs: 30_000 }]);
+    expect(renewal!.outcome).toBe("cancelled");
+    actor.send({ type: "CANCEL" });
+  };
   onValidatorHang = async () => {
+    if (script.validatorHangs === "cancel") await cancel();
     if (script.validatorHangs === "leaseLost") await loseLease();
     if (script.validatorHangs === "drain") actor.send({ type: "DRAIN_DEADLINE" });
     // As the supervisor's lease watch does when a lease went unconfirmed past its deadline.
     if (script.validatorHangs === "leaseExpired") actor.send(leaseExpired as never);
   };
   onHandlerStart = async () => {
+    if (script.handler === "cancel") await cancel();
     if (script.handler === "leaseLost") await loseLease();
     if (script.handler === "drain") actor.send({ type: "DRAIN_DEADLINE" });
     if (script.handler === "leaseExpired") actor.send(leaseExpired as never);
@@ -420,6 +455,7 @@ const execute = async (path: ModelPath, index: number) => {
   if (script.waitEnds === "drain") actor.send({ type: "DRAIN_DEADLINE" });
   if (script.waitEnds === "leaseLost") await loseLease();
   if (script.waitEnds === "leaseExpired") actor.send(leaseExpired as never);
+  if (script.waitEnds === "cancel") await cancel();
   if (holder !== null) {
     // The drain's time runs out while the write is still waiting on the locked row.
     await inWriteState;

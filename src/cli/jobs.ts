@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { cancelPendingJob, retryDeadJob, type AdminResult } from "../db/index.ts";
+import { cancelJob, retryDeadJob, type AdminResult } from "../db/index.ts";
 import { statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 const report = (action: string, id: string, result: AdminResult, wanted: string): void => {
@@ -23,8 +23,8 @@ export const jobsCommand = (program: Command): void => {
     async (id: string, options: DatabaseOptions) =>
       report("retried", id, await withPool(options, (pool) => retryDeadJob(pool, id, statementOptions(options))), "dead"),
   );
-  withDatabaseOptions(jobs.command("cancel").description("cancel a pending job").argument("<id>")).action(
+  withDatabaseOptions(jobs.command("cancel").description("cancel a pending or running job (a running one's handler is interrupted)").argument("<id>")).action(
     async (id: string, options: DatabaseOptions) =>
-      report("cancelled", id, await withPool(options, (pool) => cancelPendingJob(pool, id, statementOptions(options))), "pending"),
+      report("cancelled", id, await withPool(options, (pool) => cancelJob(pool, id, statementOptions(options))), "pending or processing"),
   );
 };

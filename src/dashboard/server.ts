@@ -11,7 +11,7 @@ import { createServer, type Server } from "node:http";
 import { NodeHttpServer } from "@effect/platform-node";
 import { Effect, Layer, Stream } from "effect";
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http";
-import { cancelPendingJob, dashboardSnapshot, getJob, retryDeadJob, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
+import { cancelJob, dashboardSnapshot, getJob, retryDeadJob, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
 import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
 
@@ -107,7 +107,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       }),
     ),
     HttpRouter.add("POST", "/api/jobs/:id/retry", admin(retryDeadJob)),
-    HttpRouter.add("POST", "/api/jobs/:id/cancel", admin(cancelPendingJob)),
+    HttpRouter.add("POST", "/api/jobs/:id/cancel", admin(cancelJob)),
   );
 };
 

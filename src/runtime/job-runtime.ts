@@ -58,6 +58,8 @@ export interface JobRuntimeDeps {
   taskFor: (type: string) => Task | undefined;
   /** A progress write found the claim fenced: the job's machine must be told. */
   leaseLost: (job: ClaimedJob) => void;
+  /** A write under the claim found the job cancelled: the job's machine must be told. */
+  cancelled: (job: ClaimedJob) => void;
   /** The job's handler has returned or thrown (its outcome is on its way to the machine). */
   handlerSettled: (job: ClaimedJob) => void;
   /** Whether the worker can still prove the job's lease on its own clock (user code may start). */
@@ -130,6 +132,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
             const [result] = await reportProgress(db, [{ ...claimOf(job), progress, leaseMs: job.leaseMs }], options);
             if (result?.outcome === "applied") deps.leaseConfirmed(job, sentAt);
             if (result?.outcome === "fenced") deps.leaseLost(job);
+            if (result?.outcome === "cancelled") deps.cancelled(job);
             if (result?.outcome !== "busy") return;
             if (wait > 160) return logger().debug("progress not written: the job's row is held by another session");
             await new Promise((resolve) => setTimeout(resolve, wait));
@@ -171,6 +174,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
           `could not record the outcome (${intended}) of job ${job.id}: ${writeError}; it stays processing and the sweep takes it back after its lease`,
         ),
       reportRefused: ({ context: { job } }) => log(job).error(`job ${job.id} has no claim token; refused, never run unfenced`),
+      reportCancelled: ({ context: { job } }) => log(job).info(`job ${job.id} was cancelled while claimed; its handler was interrupted and nothing more is written for it`),
     },
   });
 
