@@ -57,6 +57,7 @@ const EVENTS: AnyEvent[] = [
   { type: "xstate.after.jobTimeout.job.checkingPayload" },
   { type: "CANCEL" },
   { type: "xstate.done.actor.write", output: { id: "7", outcome: "cancelled" } },
+  { type: "STEP_RECORDED", name: "charge" },
 ];
 
 /**

@@ -43,8 +43,11 @@ const leaseExpired: AnyEvent = { type: "LEASE_EXPIRED", unconfirmedMs: 1234 };
 /** What the runtime reports when user code was about to start on a lease it could not prove. */
 const lapsed = { permanent: false, leaseLapsed: true, message: "the lease could not be proven" };
 
-/** The events the machine can receive in each state, as the runtime would produce them. */
-const eventsIn = (state: string): AnyEvent[] => {
+/**
+ * The events the machine can receive in each state, as the runtime would produce them. A handler
+ * that has recorded a step has started: it cannot then be found never to have started (lapsed).
+ */
+const eventsIn = (state: string, stepRecorded: boolean): AnyEvent[] => {
   switch (state) {
     case "waitingForSlot":
       return [{ type: "START" }, { type: "RELEASE" }, { type: "DRAIN_DEADLINE" }, { type: "LEASE_LOST" }, leaseExpired, { type: "CANCEL" }];
@@ -61,10 +64,11 @@ const eventsIn = (state: string): AnyEvent[] => {
       ];
     case "running":
       return [
+        { type: "STEP_RECORDED", name: "one" },
         { type: "xstate.done.actor.handler", output: "result" },
         { type: "xstate.error.actor.handler", error: { permanent: true, message: "permanent" } },
         { type: "xstate.error.actor.handler", error: { permanent: false, message: "boom" } },
-        { type: "xstate.error.actor.handler", error: lapsed },
+        ...(stepRecorded ? [] : [{ type: "xstate.error.actor.handler", error: lapsed }]),
         { type: "xstate.after.jobTimeout.job.running" },
         { type: "LEASE_LOST" },
         { type: "DRAIN_DEADLINE" },
@@ -109,7 +113,7 @@ interface ModelPath {
 const paths: ModelPath[] = inputs.flatMap(({ name, input }) =>
   getSimplePaths(jobMachine, {
     input,
-    events: (snapshot) => eventsIn(String(snapshot.value)) as never,
+    events: (snapshot) => eventsIn(String(snapshot.value), snapshot.context.lastStep !== null) as never,
     toState: (snapshot) => snapshot.status === "done",
   }).map((path) => ({
     name: `${name}: ${path.steps.slice(1).map((s) => `${s.event.type.replace(/^xstate\.(done|error)\.actor\./, "$1:").replace(/^xstate\.after\..*/, "timeout")}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { permanent?: boolean }).permanent ? "(permanent)" : ""}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { leaseLapsed?: boolean }).leaseLapsed ? "(lapsed)" : ""}${(s.event as AnyEvent).output && typeof (s.event as AnyEvent).output === "object" ? `(${((s.event as AnyEvent).output as { status?: string; outcome: string }).status ?? ((s.event as AnyEvent).output as { outcome: string }).outcome})` : ""}`).join(" > ") || "(always)"} => ${String(path.state.value)}`,
@@ -144,10 +148,12 @@ interface Script {
    */
   write: "apply" | "fenced" | "cancelled" | "error" | "abandon";
   lastAttempt: boolean;
+  /** The handler records a durable step before it does anything else. */
+  step: boolean;
 }
 
 const scriptOf = (path: ModelPath): Script => {
-  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, slotFree: path.slotFree, waitEnds: null, payloadValid: true, validatorHangs: null, lapsesAt: null, handler: null, write: "apply", lastAttempt: false };
+  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, slotFree: path.slotFree, waitEnds: null, payloadValid: true, validatorHangs: null, lapsesAt: null, handler: null, write: "apply", lastAttempt: false, step: false };
   path.events.forEach((event, i) => {
     if (path.states[i] === "waitingForSlot") {
       script.waitEnds = ({ START: "start", RELEASE: "release", DRAIN_DEADLINE: "drain", LEASE_LOST: "leaseLost", LEASE_EXPIRED: "leaseExpired", CANCEL: "cancel" } as const)[event.type as "START"];
@@ -164,6 +170,7 @@ const scriptOf = (path: ModelPath): Script => {
     const lapses = (event.error as { leaseLapsed?: boolean } | undefined)?.leaseLapsed === true;
     if (event.type === "xstate.error.actor.payloadCheck" && lapses) script.lapsesAt = "validator";
     else if (event.type === "xstate.error.actor.payloadCheck") script.payloadValid = false;
+    if (event.type === "STEP_RECORDED") script.step = true;
     if (event.type === "xstate.done.actor.handler") script.handler = "succeed";
     if (event.type === "xstate.error.actor.handler" && lapses) script.lapsesAt = "handler";
     else if (event.type === "xstate.error.actor.handler") script.handler = (event.error as { permanent: boolean }).permanent ? "permanent" : "fail";
@@ -304,8 +311,10 @@ const execute = async (path: ModelPath, index: number) => {
   const type = `model-${index}`;
   const hang = (signal: AbortSignal) => new Promise<never>((_r, reject) => signal.addEventListener("abort", () => reject(new Error("interrupted")), { once: true }));
   let onHandlerStart: () => Promise<void> = async () => undefined;
+  let afterStep: () => Promise<void> = async () => undefined;
   let onValidatorHang: () => Promise<void> = async () => undefined;
   let handlerRuns = 0;
+  let stepRuns = 0;
   let leaseChecks = 0;
   const task: Task = defineTask({
     name: type,
@@ -326,8 +335,12 @@ const execute = async (path: ModelPath, index: number) => {
           },
         }
       : {}),
-    handler: async (_payload: unknown, { signal }) => {
+    handler: async (_payload: unknown, { signal, step }) => {
       handlerRuns++;
+      if (script.step) {
+        expect(await step("one", () => ++stepRuns)).toBe(1);
+        await afterStep();
+      }
       await onHandlerStart();
       switch (script.handler) {
         case "succeed":
@@ -348,6 +361,9 @@ const execute = async (path: ModelPath, index: number) => {
   const claim: Claim = { token: claimed!.claimToken, attempts: claimed!.attempts, thief: null, cancelled: false, claimedRow: await readRow(db.pool, claimed!.id) };
 
   // Faults the path needs before the write: the claim lost to another worker, or a write that fails.
+  // With a step they come once it is recorded (before it, they would stop the step's write).
+  let holder: pg.Client | null = null;
+  const injectWriteFaults = async () => {
   const losesLease = script.handler === "leaseLost" || script.validatorHangs === "leaseLost" || script.waitEnds === "leaseLost";
   if (script.write === "fenced" && !losesLease) claim.thief = await steal(db.pool, claimed!);
   // The cancel lands before the outcome is written, and nothing tells the machine: its write finds it.
@@ -368,11 +384,14 @@ const execute = async (path: ModelPath, index: number) => {
     claim.claimedRow = await readRow(db.pool, claimed!.id);
   }
   // Another session holds the row locked: the write finds it busy and tries again until abandoned.
-  const holder = script.write === "abandon" ? await db.connect() : null;
+  holder = script.write === "abandon" ? await db.connect() : null;
   if (holder !== null) {
     await holder.query("BEGIN");
     await holder.query("SELECT 1 FROM picket.jobs WHERE id = $1 FOR UPDATE", [claimed!.id]);
   }
+  };
+  if (script.step) afterStep = injectWriteFaults;
+  else await injectWriteFaults();
 
   const executed: string[] = [];
   const states: string[] = [];
@@ -386,6 +405,8 @@ const execute = async (path: ModelPath, index: number) => {
     taskFor: (t) => (script.hasHandler && t === type ? task : undefined),
     leaseLost: () => undefined,
     cancelled: () => undefined,
+    // As the supervisor does: the job's machine hears of each step recorded.
+    stepRecorded: (_job, name) => actor.send({ type: "STEP_RECORDED", name }),
     handlerSettled: () => undefined,
     leaseConfirmed: () => undefined,
     // The runtime asks before the payload check (with a schema) and before the handler.
@@ -456,23 +477,28 @@ const execute = async (path: ModelPath, index: number) => {
   if (script.waitEnds === "leaseLost") await loseLease();
   if (script.waitEnds === "leaseExpired") actor.send(leaseExpired as never);
   if (script.waitEnds === "cancel") await cancel();
-  if (holder !== null) {
+  if (script.write === "abandon") {
     // The drain's time runs out while the write is still waiting on the locked row.
     await inWriteState;
     await new Promise((r) => setTimeout(r, 100));
     actor.send({ type: "ABANDON" });
   }
   const done = { output: await finished };
-  if (holder !== null) {
+  if (script.write === "abandon") {
     // A write attempt already sent when ABANDON came still finds the row locked (and is told it is
     // busy); only then does the lock go. Nothing may be written after that.
     await expect.poll(runtimeIdle, { timeout: 10_000, interval: 5 }).toBe(true);
-    await holder.query("COMMIT");
+    await (holder as pg.Client | null)!.query("COMMIT");
   }
   const finalRow = await readRow(db.pool, claimed!.id);
   if (script.write === "error") await db.pool.query(`DROP TRIGGER refuse_${type.replace("-", "_")} ON picket.jobs`);
 
-  expect(states, "the runtime took the path the model generated").toEqual(path.states);
+  // A step recorded stays in running: the path names running twice, the observed states once.
+  const pathStates = path.states.filter((state, i) => state !== path.states[i - 1]);
+  expect(states, "the runtime took the path the model generated").toEqual(pathStates);
+  const steps = (await db.pool.query("SELECT name, attempt, claim_token FROM picket.job_steps WHERE job_id = $1", [claimed!.id])).rows;
+  expect(steps, "a step is recorded, under the claim, exactly when the path records one").toEqual(script.step ? [{ name: "one", attempt: claim.attempts, claim_token: claim.token }] : []);
+  expect(stepRuns).toBe(script.step ? 1 : 0);
   expect(handlerRuns, "the handler runs exactly when the machine enters running on a lease it can prove").toBe(path.states.includes("running") && script.lapsesAt !== "handler" ? 1 : 0);
   // A row read when the machine entered a state may land after the machine moved on: it must
   // match that state or one the path reaches later (the final one included).
@@ -485,7 +511,7 @@ const execute = async (path: ModelPath, index: number) => {
     }
   };
   for (const [i, [state, row]] of (await Promise.all(checks)).entries()) {
-    const later = path.states.slice(i);
+    const later = pathStates.slice(i);
     const ok = later.some((s) => s !== later.at(-1) && rowMatchesTransient(s, row, claim)) || finalMatches(row);
     expect(ok, `row read in ${state}: ${JSON.stringify(row)}`).toBe(true);
   }

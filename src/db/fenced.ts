@@ -30,7 +30,7 @@ export type FencedResult =
 
 // THE FENCE. Every write after a claim matches the row by id, the claim's token, and
 // status = 'processing', and by nothing else; `c` is the batch of claims the write is made under.
-const fence = (row: string): string => `${row}.id = c.id AND ${row}.claim_token = c.token AND ${row}.status = 'processing'`;
+export const fence = (row: string): string => `${row}.id = c.id AND ${row}.claim_token = c.token AND ${row}.status = 'processing'`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -52,6 +52,8 @@ export interface JobMachineContext {
   outcome: JobOutcome | null;
   /** The write error that left the job to the sweep. */
   writeError: string | null;
+  /** The last durable step this run recorded (an inspector sees how far the handler got). */
+  lastStep: string | null;
 }
 
 export type JobMachineEvent =
@@ -74,7 +76,9 @@ export type JobMachineEvent =
    * The job was cancelled (cancelJob wrote it cancelled, under this claim): stop the handler, write
    * nothing. Sent on the cancel's notification, or when a renewal or progress write finds it.
    */
-  | { type: "CANCEL" };
+  | { type: "CANCEL" }
+  /** The handler recorded a durable step's result under the claim (ctx.step). */
+  | { type: "STEP_RECORDED"; name: string };
 
 /** The input every write actor gets: the claim, and what to write. */
 export interface WriteInput {
@@ -179,6 +183,7 @@ export const jobMachine = setup({
     setError: assign({ error: (_, error: JobError) => error }),
     setOutcome: assign({ outcome: (_, outcome: JobOutcome) => outcome }),
     setIntended: assign({ intended: (_, intended: JobOutcome) => intended }),
+    setLastStep: assign({ lastStep: (_, name: string) => name }),
     setWriteError: assign({ writeError: (_, error: unknown) => (error instanceof Error ? error.message : String(error)) }),
     // Logging and metrics are the runtime's; the machine only names the moments.
     reportOutcome: () => undefined,
@@ -200,6 +205,7 @@ export const jobMachine = setup({
     intended: null,
     outcome: null,
     writeError: null,
+    lastStep: null,
   }),
   initial: "claimed",
   states: {
@@ -308,6 +314,7 @@ export const jobMachine = setup({
         },
         // Leaving `running` interrupts the handler; the row is already cancelled.
         CANCEL: { target: "cancelled" },
+        STEP_RECORDED: { actions: { type: "setLastStep", params: ({ event }) => event.name } },
         DRAIN_DEADLINE: { target: "releasing" },
         // The attempt did not finish: charged and retried after the backoff, like a crash the sweep finds.
         LEASE_EXPIRED: { target: "failing", actions: { type: "setError", params: leaseExpired } },

@@ -23,6 +23,7 @@ import { logAttempt } from "./attempt-log.ts";
 import { WorkerMetrics } from "./metrics.ts";
 import { jobLogger, type Logger } from "./logger.ts";
 import { runHandler } from "./run-handler.ts";
+import { stepsFor } from "./steps.ts";
 import { checkPayload, type HandlerContext, type Task } from "./task.ts";
 import type { Inspector } from "./inspection.ts";
 import { runAlongPath, type JobRun, type RunObserver, type RunOptions } from "./job-runner.ts";
@@ -60,6 +61,8 @@ export interface JobRuntimeDeps {
   leaseLost: (job: ClaimedJob) => void;
   /** A write under the claim found the job cancelled: the job's machine must be told. */
   cancelled: (job: ClaimedJob) => void;
+  /** A durable step's result was recorded under the claim: the job's machine is told. */
+  stepRecorded: (job: ClaimedJob, name: string) => void;
   /** The job's handler has returned or thrown (its outcome is on its way to the machine). */
   handlerSettled: (job: ClaimedJob) => void;
   /** Whether the worker can still prove the job's lease on its own clock (user code may start). */
@@ -120,6 +123,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
       },
       idempotencyKey,
       stepKey: (step) => `${idempotencyKey}:${step}`,
+      step: stepsFor({ db, statements: options, recorded: deps.stepRecorded, leaseLost: deps.leaseLost, cancelled: deps.cancelled }, job, signal),
       // Progress is telemetry: a failed write is logged, never thrown into the handler. A fenced
       // one means the claim is gone, so the handler is interrupted like on a fenced renewal.
       reportProgress: async (progress) => {

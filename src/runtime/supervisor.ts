@@ -191,6 +191,7 @@ export class Supervisor {
       logPayloads: this.config.logPayloads,
       taskFor: (type) => this.tasks.get(type),
       leaseLost: (job) => this.held.get(job)?.actor.send({ type: "LEASE_LOST" }),
+      stepRecorded: (job, name) => this.held.get(job)?.actor.send({ type: "STEP_RECORDED", name }),
       cancelled: (job) => {
         const entry = this.held.get(job);
         if (entry) this.held.cancelled(entry);
