@@ -20,7 +20,10 @@ describe("schedules under supervisors", () => {
       schedule: "* * * * * *",
       handler: async (payload: { scheduledAt: string }) => void ran.push(payload.scheduledAt),
     });
-    const options = { connectionString: db.url, tasks: [task], schedules: { intervalMs: 200, graceMs: 5_000 }, drainTimeoutMs: 2_000 };
+    // Rounds every 20 ms: the three workers read each tick's row within milliseconds of each other
+    // and race to fire it, which is what the compare-and-set must settle (without it, this test
+    // sees ticks with two jobs).
+    const options = { connectionString: db.url, tasks: [task], schedules: { intervalMs: 20, graceMs: 5_000 }, drainTimeoutMs: 2_000 };
     const fired = new Map<string, Set<string>>();
     const start = async (id: string) => {
       const worker = await startWorker({ ...options, workerId: id });
@@ -89,5 +92,21 @@ describe("schedules under supervisors", () => {
     expect(schedules.map((s) => s.lastTick.toISOString())).toEqual(Array(3).fill("2026-03-01T06:00:00.000Z"));
     const logs = workers.flatMap((w) => w.logs);
     expect(logs.filter((l) => l.msg.startsWith("schedule missed ticks")).map((l) => l.schedule).sort()).toEqual(["down-catchup", "down-latest", "down-skip"]);
+  });
+
+  it("a draining worker fires no more ticks", { timeout: 30_000 }, async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const task = defineTask({ name: "drain-tick", schedule: "* * * * * *", handler: () => held });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [task], schedules: { intervalMs: 20 }, drainTimeoutMs: 20_000 });
+    const count = async () => (await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'drain-tick'")).rows[0].n as number;
+    await expect.poll(count, { timeout: 5_000 }).toBeGreaterThan(0);
+    // The drain waits for the held handler; meanwhile two ticks pass and make nothing.
+    const stopped = supervisor.stop();
+    const atStop = await count();
+    await sleep(2_500);
+    expect(await count()).toBe(atStop);
+    release();
+    await stopped;
   });
 });

@@ -186,6 +186,20 @@ describe("firing at a controlled time", () => {
     expect(await ticksOf("tz-task")).toEqual(["2026-03-01T00:00:00.000Z".replace("01T", "02T")]);
   });
 
+  it("reads a pattern without a zone in UTC, whatever the worker's own zone", async () => {
+    const zone = process.env.TZ;
+    process.env.TZ = "Asia/Kathmandu";
+    try {
+      await upsertSchedule(db.pool, { name: "utc", task: "utc-task", cron: "0 7 * * *" });
+      await setLastTick("utc", "2026-03-01T00:00:00Z");
+      await fire("utc-task", "2026-03-01T07:00:05Z");
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+    expect(await ticksOf("utc-task")).toEqual(["2026-03-01T07:00:00.000Z"]);
+  });
+
   it("reports a row it cannot read and fires the others", async () => {
     await upsertSchedule(db.pool, { name: "broken", task: "mixed-task", cron: "* * * * * *" });
     await upsertSchedule(db.pool, { name: "fine", task: "mixed-task", cron: "* * * * * *" });
