@@ -23,7 +23,7 @@ describe("schedules under supervisors", () => {
     // Rounds every 20 ms: the three workers read each tick's row within milliseconds of each other
     // and race to fire it, which is what the compare-and-set must settle (without it, this test
     // sees ticks with two jobs).
-    const options = { connectionString: db.url, tasks: [task], schedules: { intervalMs: 20, graceMs: 5_000 }, drainTimeoutMs: 2_000 };
+    const options = { connectionString: db.url, tasks: [task], schedules: { intervalMs: 20, graceMs: 30_000 }, drainTimeoutMs: 2_000 };
     const fired = new Map<string, Set<string>>();
     const start = async (id: string) => {
       const worker = await startWorker({ ...options, workerId: id });
