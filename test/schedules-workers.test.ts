@@ -2,9 +2,9 @@
 // make exactly one job per tick of a per-second schedule, none missing while a worker was up; and
 // a worker that comes back after downtime applies each schedule's missed policy.
 import { describe, expect, it } from "vitest";
-import { listSchedules, syncTaskSchedules } from "../src/db/index.ts";
+import { enqueueJob, listSchedules, syncTaskSchedules, upsertSchedule } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
-import { useTestDatabase } from "./support/db.ts";
+import { interceptedPool, useTestDatabase } from "./support/db.ts";
 import { startWorker } from "./support/worker.ts";
 
 const db = useTestDatabase();
@@ -108,5 +108,29 @@ describe("schedules under supervisors", () => {
     expect(await count()).toBe(atStop);
     release();
     await stopped;
+  });
+
+  it("a scheduler that fails is logged and tried again; the worker claims and runs jobs all along", { timeout: 30_000 }, async () => {
+    // Every read of the schedules fails, and one schedule's row cannot be read either.
+    const { pool, end } = interceptedPool(db.url, (statement, forward) =>
+      /schedules WHERE task = ANY/.test(statement.text) && failing ? Promise.reject(new Error("refused by test")) : forward(),
+    );
+    let failing = true;
+    try {
+      const task = defineTask({ name: "still-runs", handler: async () => "ran" });
+      await upsertSchedule(db.pool, { name: "unreadable", task: "still-runs", cron: "* * * * * *" });
+      await db.pool.query("UPDATE picket.schedules SET cron = 'nonsense' WHERE name = 'unreadable'");
+      const { supervisor, outcomes, logs } = await startWorker({ pool, tasks: [task], schedules: { intervalMs: 50 } });
+      await expect.poll(() => logs.filter((l) => l.msg === "scheduler failed; it will run again").length, { timeout: 5_000 }).toBeGreaterThan(2);
+      const job = await enqueueJob(db.pool, { type: "still-runs" });
+      await expect.poll(() => outcomes.find((o) => o.id === job.id)?.outcome, { timeout: 5_000 }).toBe("completed");
+      failing = false;
+      await expect.poll(() => logs.filter((l) => l.msg === "schedule could not be fired; trying again next round" && l.schedule === "unreadable").length, { timeout: 5_000 }).toBeGreaterThan(0);
+      const second = await enqueueJob(db.pool, { type: "still-runs" });
+      await expect.poll(() => outcomes.find((o) => o.id === second.id)?.outcome, { timeout: 5_000 }).toBe("completed");
+      await supervisor.stop();
+    } finally {
+      await end();
+    }
   });
 });

@@ -200,6 +200,16 @@ describe("firing at a controlled time", () => {
     expect(await ticksOf("utc-task")).toEqual(["2026-03-01T07:00:00.000Z"]);
   });
 
+  it("leaves a tick to a live job that already holds its key, and goes on", async () => {
+    await upsertSchedule(db.pool, { name: "held", task: "held-task", cron: "* * * * * *" });
+    await setLastTick("held", "2026-03-01T10:00:00Z");
+    await db.pool.query("INSERT INTO picket.jobs (type, key) VALUES ('held-task', 'schedule:held:2026-03-01T10:00:01.000Z')");
+    const { fired, failed } = await fire("held-task", "2026-03-01T10:00:02.5Z");
+    expect(failed).toEqual([]);
+    expect(fired).toMatchObject([{ advanced: true, ticks: [new Date("2026-03-01T10:00:01Z"), new Date("2026-03-01T10:00:02Z")] }]);
+    expect((await jobsOf("held-task")).map((j) => j.key).sort()).toEqual(["schedule:held:2026-03-01T10:00:01.000Z", "schedule:held:2026-03-01T10:00:02.000Z"]);
+  });
+
   it("reports a row it cannot read and fires the others", async () => {
     await upsertSchedule(db.pool, { name: "broken", task: "mixed-task", cron: "* * * * * *" });
     await upsertSchedule(db.pool, { name: "fine", task: "mixed-task", cron: "* * * * * *" });
