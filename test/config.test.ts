@@ -33,6 +33,8 @@ describe("supervisor options", () => {
       renewIntervalMs: 5_000,
       retention: { olderThanMs: 7 * 86_400_000, intervalMs: 3_600_000, batchSize: 1_000 },
       listen: true,
+      // The scheduler looks for due ticks each second; a tick seen more than 10 s late was missed.
+      schedules: { intervalMs: 1_000, graceMs: 10_000, now: undefined },
       health: false,
       logPayloads: false,
     });
@@ -59,6 +61,7 @@ describe("supervisor options", () => {
       drainTimeoutMs: 0,
       retention: { olderThanMs: 0, intervalMs: 1_000, batchSize: 1 },
       listen: false,
+      schedules: false,
       health: { port: 0, host: "127.0.0.1", stalePollMs: 1 },
       logPayloads: true,
       statementTimeoutMs: 1,
@@ -80,6 +83,7 @@ describe("supervisor options", () => {
       renewIntervalMs: 5_000,
       retention: { olderThanMs: 0, intervalMs: 1_000, batchSize: 1 },
       listen: false,
+      schedules: false,
       health: { port: 0, host: "127.0.0.1", stalePollMs: 1 },
       logPayloads: true,
     });
@@ -111,6 +115,13 @@ describe("supervisor options", () => {
   it("takes retention settings one by one, and turns retention off with false", () => {
     expect(resolveConfig({ ...base, retention: { olderThanMs: 60_000 } }).retention).toEqual({ olderThanMs: 60_000, intervalMs: 3_600_000, batchSize: 1_000 });
     expect(resolveConfig({ ...base, retention: false }).retention).toBe(false);
+  });
+
+  it("takes the scheduler's settings, keeps the grace at least two rounds, and turns it off with false", () => {
+    expect(resolveConfig({ ...base, schedules: { intervalMs: 200 } }).schedules).toEqual({ intervalMs: 200, graceMs: 10_000, now: undefined });
+    expect(resolveConfig({ ...base, schedules: { intervalMs: 8_000 } }).schedules).toEqual({ intervalMs: 8_000, graceMs: 16_000, now: undefined });
+    expect(resolveConfig({ ...base, schedules: { intervalMs: 500, graceMs: 1_000 } }).schedules).toMatchObject({ graceMs: 1_000 });
+    expect(resolveConfig({ ...base, schedules: false }).schedules).toBe(false);
   });
 
   it("accepts a pool instead of a connection string", () => {
@@ -158,6 +169,9 @@ describe("supervisor options", () => {
     ["retention.batchSize", { retention: { batchSize: 0 } }, "0"],
     ["health.port", { health: { port: -1 } }, "-1"],
     ["health.stalePollMs", { health: { stalePollMs: 0 } }, "0"],
+    ["schedules.intervalMs", { schedules: { intervalMs: 9 } }, "9"],
+    // A tick must be given at least two scheduler rounds before it counts as missed.
+    ["schedules.graceMs", { schedules: { intervalMs: 500, graceMs: 999 } }, "999"],
   ] as const)("checks %s", (name, options, got) => {
     expect(() => resolveConfig({ ...base, ...options } as never)).toThrow(new RegExp(`^picket: ${name.replace(".", "\\.")} must be an integer ≥ \\d+ \\(got ${got}\\)\\.$`));
   });
@@ -178,6 +192,7 @@ describe("task definitions", () => {
       leaseMs: 20_000,
       schema: undefined,
       isolate: undefined,
+      schedule: undefined,
     });
   });
 

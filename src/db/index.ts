@@ -12,6 +12,8 @@ export * from "./notify.ts";
 export * from "./pool.ts";
 export type { Queryable, StatementOptions } from "./queryable.ts";
 export * from "./retention.ts";
+export * from "./schedule-spec.ts";
+export * from "./schedules.ts";
 export { checkSchemaName, DEFAULT_SCHEMA } from "./schema-name.ts";
 export * from "./statement.ts";
 export * from "./storable-json.ts";

@@ -2,7 +2,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { checkSchemaName, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, InvalidConfigError } from "../db/index.ts";
+import { checkSchemaName, DEFAULT_SCHEDULE_GRACE_MS, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, InvalidConfigError } from "../db/index.ts";
 import type { Inspector } from "./inspection.ts";
 import type { Logger } from "./logger.ts";
 import type { Task } from "./task.ts";
@@ -61,6 +61,13 @@ export interface SupervisorOptions {
   retention?: false | { olderThanMs?: number; intervalMs?: number; batchSize?: number };
   /** LISTEN for enqueues to pick work up at once (polling stays as the fallback); default true. */
   listen?: boolean;
+  /**
+   * The scheduler (recurring jobs of the worker's tasks): how often it looks for due ticks
+   * (default 1000 ms), and how late a tick may be seen before it counts as missed and the
+   * schedule's `missed` policy applies (default 10 s, at least twice the interval). false: this
+   * worker fires no schedules (others still do). `now` replaces the database's clock: for tests.
+   */
+  schedules?: false | { intervalMs?: number; graceMs?: number; now?: () => Date };
   /** The health server (/health, /ready, and Prometheus text at /metrics); off unless a port is given. */
   health?: { port: number; host?: string; stalePollMs?: number };
   /**
@@ -97,6 +104,7 @@ export interface ResolvedConfig {
   renewIntervalMs: number;
   retention: false | { olderThanMs: number; intervalMs: number; batchSize: number };
   listen: boolean;
+  schedules: false | { intervalMs: number; graceMs: number; now: (() => Date) | undefined };
   health: false | { port: number; host: string; stalePollMs: number };
   logPayloads: boolean;
 }
@@ -145,6 +153,12 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
           intervalMs: int("retention.intervalMs", options.retention?.intervalMs, 3_600_000, 1_000),
           batchSize: int("retention.batchSize", options.retention?.batchSize, 1_000, 1),
         };
+  let schedules: ResolvedConfig["schedules"] = false;
+  if (options.schedules !== false) {
+    const intervalMs = int("schedules.intervalMs", options.schedules?.intervalMs, 1_000, 10);
+    const graceMs = int("schedules.graceMs", options.schedules?.graceMs, Math.max(DEFAULT_SCHEDULE_GRACE_MS, 2 * intervalMs), 2 * intervalMs);
+    schedules = { intervalMs, graceMs, now: options.schedules?.now };
+  }
   return {
     schema: checkSchemaName(options.schema ?? DEFAULT_SCHEMA),
     statementTimeoutMs: int("statementTimeoutMs", options.statementTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, 1),
@@ -163,6 +177,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     renewIntervalMs,
     retention,
     listen: options.listen ?? true,
+    schedules,
     health: options.health
       ? {
           port: int("health.port", options.health.port, 0, 0),

@@ -20,7 +20,9 @@ import {
   queueDepth,
   removeWorker,
   renewLeases,
+  runSchedules,
   sendWakeProbe,
+  syncTaskSchedules,
   sweepExpiredClaims,
   type ClaimedJob,
   type ClaimWant,
@@ -476,6 +478,7 @@ export class Supervisor {
       });
       loops.push(loop("retention", intervalMs, retention, logger));
     }
+    if (config.schedules) loops.push(loop("scheduler", config.schedules.intervalMs, this.scheduleOnce(config.schedules.graceMs, config.schedules.now), logger));
     loops.push(loop("heartbeat", config.heartbeatIntervalMs, attempt(() => beat(pool, this.heartbeat(), statements)), logger));
     if (config.listen) {
       const ours = new Set(this.tasks.keys());
@@ -493,6 +496,39 @@ export class Supervisor {
       );
     }
     return Effect.all(loops, { concurrency: "unbounded", discard: true });
+  }
+
+  /**
+   * One round of the scheduler: at the first round that reaches the database, the schedules the
+   * worker's tasks declare are written (and a task's dropped declaration removed); then every due
+   * tick of their schedules is fired, by the database's clock. Nothing once the drain has begun.
+   */
+  private scheduleOnce(graceMs: number, now: (() => Date) | undefined): Effect.Effect<void, unknown> {
+    const { logger, statements } = this;
+    const pool = this.pool!;
+    const tasks = [...this.tasks.values()];
+    const fireFor = tasks.map((t) => ({ name: t.name, maxAttempts: t.maxAttempts }));
+    let synced = false;
+    const stopping = () => this.stopping !== undefined;
+    return Effect.tryPromise({
+      try: async () => {
+        if (stopping()) return;
+        if (!synced) {
+          const { removed } = await syncTaskSchedules(pool, tasks.map((t) => ({ name: t.name, schedule: t.schedule })), statements);
+          synced = true;
+          if (removed.length > 0) logger.info({ schedules: removed }, "removed schedules their tasks no longer declare");
+        }
+        if (stopping()) return;
+        const { fired, failed } = await runSchedules(pool, { ...statements, tasks: fireFor, graceMs, ...(now ? { at: now() } : {}) });
+        for (const f of fired) {
+          if (!f.advanced) continue;
+          if (f.ticks.length > 0) logger.debug({ schedule: f.schedule, task: f.task, ticks: f.ticks, jobs: f.jobs }, "schedule fired");
+          if (f.skipped) logger.info({ schedule: f.schedule, task: f.task, ran: f.ticks }, "schedule missed ticks while no worker ran it; its missed policy dropped some");
+        }
+        for (const { schedule, error } of failed) logger.error({ err: error, schedule }, "schedule could not be fired; trying again next round");
+      },
+      catch: (error) => error,
+    });
   }
 
   /** What the heartbeat row says of this worker now: its machine's state and the jobs it holds (a sample of HEARTBEAT_JOBS). */

@@ -1,6 +1,6 @@
 // What a user defines: a task's name, its handler and its options, checked once at definition.
 import { Effect, Schema } from "effect";
-import { checkTaskName, InvalidConfigError, type JobId } from "../db/index.ts";
+import { checkSchedule, checkTaskName, InvalidConfigError, type CheckedSchedule, type JobId, type ScheduleOptions } from "../db/index.ts";
 import type { Logger } from "./logger.ts";
 
 /** The job as a handler sees it. */
@@ -95,6 +95,12 @@ export interface TaskDefinition<P = unknown, R = unknown> {
   /** Checked at enqueue (through picket's client) and again at claim. */
   schema?: PayloadSchema<P>;
   isolate?: Isolation;
+  /**
+   * Runs the task on a schedule: a cron pattern ("*\/5 * * * *"; six fields for seconds) or
+   * { cron, timezone?, payload?, missed? }. The schedule is named after the task; every worker
+   * running the task writes it at start, and exactly one job is made per tick.
+   */
+  schedule?: string | ScheduleOptions;
 }
 
 export interface Task<P = unknown, R = unknown> {
@@ -108,6 +114,8 @@ export interface Task<P = unknown, R = unknown> {
   readonly leaseMs: number;
   readonly schema: PayloadSchema<P> | undefined;
   readonly isolate: Isolation | undefined;
+  /** The task's own schedule, checked; named after the task. */
+  readonly schedule: CheckedSchedule | undefined;
 }
 
 const MAX_INT = 2_147_483_647;
@@ -143,6 +151,16 @@ export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<
   if (backoffMaxMs < backoffBaseMs) {
     throw new InvalidConfigError(`picket: task "${name}": backoff.maxMs (${backoffMaxMs}) is below backoff.baseMs (${backoffBaseMs}).`);
   }
+  const schedule =
+    definition.schedule === undefined
+      ? undefined
+      : typeof definition.schedule === "string"
+        ? checkSchedule({ name, task: name, cron: definition.schedule })
+        : typeof definition.schedule === "object" && definition.schedule !== null
+          ? checkSchedule({ ...definition.schedule, name, task: name })
+          : (() => {
+              throw new InvalidConfigError(`picket: task "${name}": schedule must be a cron pattern such as "*/5 * * * *" or { cron, timezone?, payload?, missed? } (got ${String(definition.schedule)}).`);
+            })();
   return {
     name,
     handler: definition.handler,
@@ -154,6 +172,7 @@ export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<
     leaseMs: integer(name, "leaseMs", definition.leaseMs, 20_000, 100),
     schema,
     isolate: definition.isolate,
+    schedule,
   };
 };
 
