@@ -11,13 +11,21 @@ export const notifyChannel = (schema: string): string => `picket:${checkSchemaNa
 // Task names never contain '?' or '*' (checkTaskName), so neither payload can be mistaken for one.
 const PROBE_PREFIX = "?probe:";
 
-/** What one notification says: a probe's id, or the task types with work ready (all: any type). */
-export type Wake = { probe: string } | { types: "all" | string[] };
+// Added by the trigger (0007) when some of the jobs name a serial queue; '!' is never in a task name.
+const QUEUED_MARK = "!queued";
+
+/**
+ * What one notification says: a probe's id, or the task types with work ready (all: any type) and
+ * whether some of those jobs name a serial queue (they are claimed by the slow claim).
+ */
+export type Wake = { probe: string } | { types: "all" | string[]; queued: boolean };
 
 export const parseWake = (payload: string): Wake => {
   if (payload.startsWith(PROBE_PREFIX)) return { probe: payload.slice(PROBE_PREFIX.length) };
-  if (payload === "*") return { types: "all" };
-  return { types: payload.split(",").filter(Boolean) };
+  if (payload === "*") return { types: "all", queued: true };
+  const names = payload.split(",").filter(Boolean);
+  const types = names.filter((name) => name !== QUEUED_MARK);
+  return { types, queued: types.length < names.length };
 };
 
 /**

@@ -12,8 +12,8 @@ import type { Logger } from "./logger.ts";
 export interface ListenOptions {
   connection: pg.ClientConfig;
   schema: string;
-  /** Types with work ready ("all": too many to name). */
-  onWake: (types: "all" | string[]) => void;
+  /** Types with work ready ("all": too many to name); `queued`: some of it names a serial queue. */
+  onWake: (types: "all" | string[], queued: boolean) => void;
   /** Sends a probe notification with this id through the worker's own connections. */
   sendProbe: (id: string) => Promise<void>;
   /** How long a probe may take to arrive before LISTEN is reported deaf; default 5 s. */
@@ -46,7 +46,7 @@ export const listenForJobs = (options: ListenOptions): Effect.Effect<never> => {
       if ("probe" in wake) {
         if (wake.probe === probeId) heard();
       } else {
-        options.onWake(wake.types);
+        options.onWake(wake.types, wake.queued);
       }
     });
     const deaf = new Promise<"deaf">((resolve) => setTimeout(() => resolve("deaf"), probeTimeoutMs).unref());
