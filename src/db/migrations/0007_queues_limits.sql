@@ -52,11 +52,13 @@ CREATE INDEX job_starts_type_idx ON {{schema}}.job_starts (type, started_at);
 -- processing, and it adds at most limit - k. A count inside one statement without the lock is not
 -- enough: two claims starting together would read the same snapshot and both see the queue free.
 --
--- The rate limit's starts are stamped with clock_timestamp() read after the lock, so stamps grow
--- in the order claims commit; a claim counts the starts in (stamp - window, stamp] and takes at
--- most max minus that many. Any window of that length then holds at most max starts: its last
--- start's claim saw every earlier one of the window. (A server clock stepped backwards breaks
--- this, as it breaks leases.)
+-- The rate limit's starts are stamped with clock_timestamp() read after the lock. A claim stamped
+-- s counts every recorded start stamped after s - window (later stamps too: no upper bound) and
+-- takes at most max minus that many. Take any window [t, t + window) and, of the claims stamped
+-- in it, the one that committed last, stamped s >= t: every start of the window committed before
+-- it is stamped >= t > s - window, so it was counted, and the window holds at most max starts.
+-- The argument needs no order between stamps and commits, so a claim whose transaction began
+-- long before it ran is still counted right (test/queues.test.ts).
 --
 -- Within a queue, jobs are claimed in run_at then id order, a job only when every job before it
 -- in that order is claimed too: a head this worker has no handler for (or cannot take now: its
