@@ -267,6 +267,17 @@ describe("cluster-wide limits", () => {
     expect(await claimSlow(db.pool, [slow("both", { clusterConcurrency: 2 })])).toEqual([]);
   });
 
+  it("a limited task's budget never takes a queued job out of its queue's turn", async () => {
+    await enqueueJobs(db.pool, [
+      { type: "limited-q", queue: "lq", runAt: new Date(Date.now() - 2_000) },
+      { type: "limited-q", queue: "lq", runAt: new Date(Date.now() - 1_000) },
+    ]);
+    const limited = [slow("limited-q", { clusterConcurrency: 5 })];
+    expect(await claimSlow(db.pool, limited)).toHaveLength(1);
+    // The queue is held; the task's limit has room for four more, but not for the queue's second job.
+    expect(await claimSlow(db.pool, limited)).toEqual([]);
+  });
+
   it("refuses bad limits with a clear error", async () => {
     await expect(claimSlow(db.pool, [slow("t", { clusterConcurrency: 0 })])).rejects.toThrow(/clusterConcurrency must be an integer from 1/);
     await expect(claimSlow(db.pool, [slow("t", { rateLimit: { max: 1, windowMs: -1 } })])).rejects.toThrow(/rateLimit.windowMs/);

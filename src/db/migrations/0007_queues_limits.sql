@@ -197,7 +197,9 @@ BEGIN
     SET status = 'processing',
         claim_token = p_tokens[p.slot],
         locked_by = p_worker,
-        locked_at = now(),
+        -- The moment the claim began to count (after the lock): the rate limit's stamp, so the
+        -- row shows when its start counted.
+        locked_at = stamp,
         lock_until = clock_timestamp() + p_lease_ms[p.at] * interval '1 millisecond',
         backoff_base_ms = p_backoff_base_ms[p.at],
         backoff_max_ms = p_backoff_max_ms[p.at],
