@@ -253,6 +253,14 @@ describe("cluster-wide limits", () => {
     const lateJobs = await claimSlow(late, rate, { worker: "late" });
     await late.query("COMMIT");
     expect(lateJobs).toEqual([]);
+    // The claim's stamp (its row's locked_at) is when it counted, not when its transaction began.
+    const [stamped] = await enqueueJobs(db.pool, [{ type: "stamped" }]);
+    await late.query("BEGIN");
+    const { rows: [began] } = await late.query<{ at: Date }>("SELECT now() AS at");
+    await sleep(300);
+    await claimSlow(late, [slow("stamped", { rateLimit: { max: 1, windowMs: 1_000 } })], { worker: "late" });
+    await late.query("COMMIT");
+    expect((await row(db.pool, stamped!.id)).locked_at.getTime() - began!.at.getTime()).toBeGreaterThanOrEqual(250);
   });
 
   it("a limited task's jobs in a queue obey both the queue and the limit", async () => {
