@@ -22,6 +22,7 @@ describe("supervisor options", () => {
       concurrency: 10,
       // Up to 100 jobs claimed ahead, when handlers free slots fast enough.
       prefetch: 100,
+      queues: {},
       poolSize: 14,
       pollIntervalMs: 1_000,
       sweepIntervalMs: 5_000,
@@ -66,6 +67,7 @@ describe("supervisor options", () => {
       logPayloads: true,
       statementTimeoutMs: 1,
       transactionPooling: true,
+      queues: { "one-at-a-time": { concurrency: 2 } },
     });
     expect(config).toEqual({
       schema: "jobs_here",
@@ -86,6 +88,7 @@ describe("supervisor options", () => {
       schedules: false,
       health: { port: 0, host: "127.0.0.1", stalePollMs: 1 },
       logPayloads: true,
+      queues: { "one-at-a-time": { concurrency: 2 } },
     });
   });
 

@@ -8,6 +8,7 @@ interface EnqueueOptions extends DatabaseOptions {
   priority?: number;
   maxAttempts?: number;
   key?: string;
+  queue?: string;
 }
 
 export const enqueueCommand = (program: Command): void => {
@@ -20,7 +21,8 @@ export const enqueueCommand = (program: Command): void => {
       .option("--run-at <iso>", "earliest time to run, ISO 8601 (e.g. 2030-01-01T09:00:00Z)")
       .option("--delay <ms>", "run no earlier than this many milliseconds from now", integerOption("--delay"))
       .option("--priority <n>", "higher runs first, -1000..1000", (v) => Number(v))
-      .option("--max-attempts <n>", "attempts before the job is dead", (v) => Number(v))
+      .option("--max-attempts <n>", "attempts before the job is dead (default: the task's maxAttempts)", (v) => Number(v))
+      .option("--queue <name>", "a serial queue: its jobs run one at a time across all workers, oldest first")
       .option("--key <key>", "dedupe key: while a job with this key is pending or running, return it instead"),
   ).action(async (task: string, payloadText: string, options: EnqueueOptions) => {
     let payload: unknown;
@@ -40,6 +42,7 @@ export const enqueueCommand = (program: Command): void => {
           ...(options.priority !== undefined ? { priority: options.priority } : {}),
           ...(options.maxAttempts !== undefined ? { maxAttempts: options.maxAttempts } : {}),
           ...(options.key !== undefined ? { key: options.key } : {}),
+          ...(options.queue !== undefined ? { queue: options.queue } : {}),
         },
         statementOptions(options),
       ),

@@ -184,7 +184,7 @@ async function openJob(id) {
   $("detail").classList.add("open");
   $("detail-id").textContent = id;
   $("detail-body").innerHTML = job.error ? '<p class="bad">' + esc(job.error) + "</p>" :
-    '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + job.maxAttempts], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
+    '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + (job.maxAttempts ?? "the task's")], ["queue", job.queue ?? "—"], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
       .map(([k, v]) => "<tr><th>" + k + "</th><td>" + esc(v) + "</td></tr>").join("") +
     "<tr><th>progress</th><td><pre>" + esc(JSON.stringify(job.progress)) + "</pre></td></tr><tr><th>result</th><td><pre>" + esc(JSON.stringify(job.result)) + "</pre></td></tr>" +
     "<tr><th>steps</th><td>" + ((job.steps ?? []).map((st) => '<div data-testid="step"><b>' + esc(st.name) + '</b> <span class="muted">attempt ' + st.attempt + " · " + esc(st.createdAt) + "</span><pre>" + esc(JSON.stringify(st.result)) + "</pre></div>").join("") || "none") + "</td></tr>" +

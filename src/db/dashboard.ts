@@ -15,7 +15,8 @@ export interface FailedJob {
   type: string;
   status: JobStatus;
   attempts: number;
-  maxAttempts: number;
+  /** null: the task's (a job not claimed yet). */
+  maxAttempts: number | null;
   lastError: string | null;
   errors: ErrorEntry[];
   at: Date;

@@ -1,6 +1,7 @@
 // The database half of picket: every SQL statement, its row types, migrations and the pool.
 export * from "./admin.ts";
 export * from "./claim.ts";
+export * from "./claim-limited.ts";
 export * from "./embedded.ts";
 export * from "./enqueue.ts";
 export * from "./errors.ts";

@@ -2,7 +2,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { checkSchemaName, DEFAULT_SCHEDULE_GRACE_MS, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, InvalidConfigError } from "../db/index.ts";
+import { checkQueueName, checkSchemaName, DEFAULT_SCHEDULE_GRACE_MS, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, InvalidConfigError } from "../db/index.ts";
 import type { Inspector } from "./inspection.ts";
 import type { Logger } from "./logger.ts";
 import type { Task } from "./task.ts";
@@ -47,6 +47,12 @@ export interface SupervisorOptions {
    * long never has jobs waiting in this worker, and quick ones are claimed in batches this large.
    */
   prefetch?: number;
+  /**
+   * Serial queues' concurrency, by name: at most this many jobs of the queue processing at once
+   * across all workers. A queue not named here is serial (1). Every worker should give the same
+   * values: each claim applies its own worker's.
+   */
+  queues?: Readonly<Record<string, { concurrency: number }>>;
   /** Longest wait between polls when no NOTIFY arrives; default 1000 ms. */
   pollIntervalMs?: number;
   /** How often expired claims are reclaimed; default 5000 ms. */
@@ -96,6 +102,7 @@ export interface ResolvedConfig {
   prefetch: number;
   /** Connections in the pool picket opens (not used with a caller's pool). */
   poolSize: number;
+  queues: Record<string, { concurrency: number }>;
   pollIntervalMs: number;
   sweepIntervalMs: number;
   heartbeatIntervalMs: number;
@@ -120,6 +127,16 @@ const int = (name: string, value: unknown, fallback: number, min: number): numbe
     throw new InvalidConfigError(`picket: ${name} must be an integer ≥ ${min} (got ${String(value)}).`);
   }
   return v;
+};
+
+const resolveQueues = (queues: SupervisorOptions["queues"]): Record<string, { concurrency: number }> => {
+  if (queues === undefined) return {};
+  if (typeof queues !== "object" || queues === null || Array.isArray(queues)) {
+    throw new InvalidConfigError(`picket: queues must be an object such as { "emails": { concurrency: 2 } } (got ${String(queues)}).`);
+  }
+  return Object.fromEntries(
+    Object.entries(queues).map(([name, queue]) => [checkQueueName(name, "queues"), { concurrency: int(`queues["${name}"].concurrency`, queue?.concurrency, 1, 1) }]),
+  );
 };
 
 export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
@@ -169,6 +186,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     // Claims, batched writes and renewals share the pool: a few connections beyond one per job
     // at low concurrency, and no more than 20 (batched writes need few connections).
     poolSize: Math.min(concurrency + 4, 20),
+    queues: resolveQueues(options.queues),
     pollIntervalMs,
     sweepIntervalMs: int("sweepIntervalMs", options.sweepIntervalMs, 5_000, 10),
     heartbeatIntervalMs: int("heartbeatIntervalMs", options.heartbeatIntervalMs, 2_000, 10),

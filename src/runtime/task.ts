@@ -1,6 +1,6 @@
 // What a user defines: a task's name, its handler and its options, checked once at definition.
 import { Effect, Schema } from "effect";
-import { checkSchedule, checkTaskName, InvalidConfigError, type CheckedSchedule, type JobId, type ScheduleOptions } from "../db/index.ts";
+import { checkSchedule, checkTaskLimits, checkTaskName, InvalidConfigError, type CheckedSchedule, type JobId, type ScheduleOptions } from "../db/index.ts";
 import type { Logger } from "./logger.ts";
 
 /** The job as a handler sees it. */
@@ -83,12 +83,25 @@ export interface TaskDefinition<P = unknown, R = unknown> {
   handler?: Handler<P, R>;
   /** The handler is interrupted after this long; default 60 s. */
   timeoutMs?: number;
-  /** Attempts for jobs enqueued through this task; default 5. */
+  /**
+   * Attempts for jobs of this task that do not set their own, however they were enqueued (the
+   * worker that first claims such a job writes it on the row); default 5.
+   */
   maxAttempts?: number;
   /** Retry spacing: min(maxMs, baseMs · 2^(attempt−1)), drawn from [½, 1] of that. Default 1 s, 1 h. */
   backoff?: { baseMs?: number; maxMs?: number };
   /** Most handlers of this task running at once in one worker; default: only the worker's limit. */
   concurrency?: number;
+  /**
+   * Most jobs of this task processing at once across ALL workers, enforced by the database at
+   * claim (a job claimed counts until its outcome is written or its lease is swept). Default: none.
+   */
+  clusterConcurrency?: number;
+  /**
+   * Most starts (claims) of this task in any window of `windowMs` (a sliding window) across ALL
+   * workers, enforced by the database at claim. Default: none.
+   */
+  rateLimit?: { max: number; windowMs: number };
   /** How long a claim lasts without renewal; renewed every third of it. Default 20 s, so a
    * crashed worker's jobs are back within lease + sweep interval = 25 s with the defaults. */
   leaseMs?: number;
@@ -111,6 +124,8 @@ export interface Task<P = unknown, R = unknown> {
   readonly backoffBaseMs: number;
   readonly backoffMaxMs: number;
   readonly concurrency: number;
+  readonly clusterConcurrency: number | undefined;
+  readonly rateLimit: { readonly max: number; readonly windowMs: number } | undefined;
   readonly leaseMs: number;
   readonly schema: PayloadSchema<P> | undefined;
   readonly isolate: Isolation | undefined;
@@ -127,6 +142,18 @@ const integer = (task: string, name: string, value: unknown, fallback: number, m
   }
   return v;
 };
+
+const limits = (name: string, definition: TaskDefinition<any, any>): Pick<Task, "clusterConcurrency" | "rateLimit"> => {
+  checkTaskLimits(name, definition);
+  const rate = definition.rateLimit;
+  return {
+    clusterConcurrency: definition.clusterConcurrency,
+    rateLimit: rate === undefined ? undefined : { max: rate.max, windowMs: rate.windowMs },
+  };
+};
+
+/** Whether the database limits the task across workers: its jobs are claimed by the slow claim. */
+export const isLimited = (task: Task<any, any>): boolean => task.clusterConcurrency !== undefined || task.rateLimit !== undefined;
 
 /** Checks a task definition once, so a typo fails at start-up, not at the first job. */
 export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<P, R>): Task<P, R> => {
@@ -169,6 +196,7 @@ export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<
     backoffBaseMs,
     backoffMaxMs,
     concurrency: integer(name, "concurrency", definition.concurrency, MAX_INT, 1),
+    ...limits(name, definition),
     leaseMs: integer(name, "leaseMs", definition.leaseMs, 20_000, 100),
     schema,
     isolate: definition.isolate,
