@@ -47,19 +47,17 @@ describe("recordStep", () => {
     expect(await jobSteps(db.pool, job!.id)).toEqual([]);
   });
 
-  it("waits for a reclaim in flight and then finds the claim lost, recording nothing", async () => {
+  it("never waits on a row another session holds: busy while a reclaim is in flight, fenced once it committed", async () => {
     const [job] = await claimed(db.pool, "steps-vs-reclaim", 1, { want: { leaseMs: 60_000 } });
     await expireLease(db.pool, job!.id);
     const sweeper = await db.connect();
     try {
       await sweeper.query("BEGIN");
       expect(await sweepExpiredClaims(sweeper, 10)).toHaveLength(1);
-      const step = recordStep(db.pool, { id: job!.id, token: job!.claimToken }, { name: "late", result: 1, attempt: 1 });
-      await expect
-        .poll(async () => (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%job_steps%'")).rows[0].n, { timeout: 5_000 })
-        .toBe(1);
+      const write = () => recordStep(db.pool, { id: job!.id, token: job!.claimToken }, { name: "late", result: 1, attempt: 1 }, { timeoutMs: 2_000 });
+      expect(await write()).toEqual({ outcome: "busy" });
       await sweeper.query("COMMIT");
-      expect(await step).toEqual({ outcome: "fenced" });
+      expect(await write()).toEqual({ outcome: "fenced" });
       expect(await jobSteps(db.pool, job!.id)).toEqual([]);
     } finally {
       await sweeper.end();
@@ -109,6 +107,40 @@ describe("ctx.step in a worker", () => {
     expect(outcomes[0]).toMatchObject({ id: job.id, outcome: "fenced" });
     expect((await jobSteps(db.pool, job.id)).map((s) => s.name)).toEqual(["one"]);
     expect(await row(db.pool, job.id)).toMatchObject({ status: "processing", claim_token: thief!.claimToken });
+  });
+
+  it("a step whose row another session holds is retried until it is recorded, and the job completes", async () => {
+    let reachedStep!: () => void;
+    const atStep = new Promise<void>((resolve) => (reachedStep = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const task = defineTask({
+      name: "steps-busy",
+      leaseMs: 60_000,
+      handler: async (_p, { step }) => {
+        await atStep;
+        return step("held", () => "done");
+      },
+    });
+    const job = await enqueueJob(db.pool, { type: "steps-busy" });
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(async () => (await row(db.pool, job.id)).status, { timeout: 5_000 }).toBe("processing");
+    const operator = await db.connect();
+    try {
+      await operator.query("BEGIN");
+      await operator.query("SELECT 1 FROM picket.jobs WHERE id = $1 FOR UPDATE", [job.id]);
+      reachedStep();
+      // Held for a while: the step is tried again and again, and nothing is recorded meanwhile.
+      setTimeout(release, 500);
+      await released;
+      expect(await jobSteps(db.pool, job.id)).toEqual([]);
+      await operator.query("COMMIT");
+    } finally {
+      await operator.end();
+    }
+    await expect.poll(() => outcomes.map((o) => o.outcome), { timeout: 10_000 }).toEqual(["completed"]);
+    await supervisor.stop();
+    expect((await jobSteps(db.pool, job.id)).map((s) => [s.name, s.result])).toEqual([["held", "done"]]);
   });
 
   it("a name asked for twice in a run runs once; a step recorded earlier is not run again on the next attempt", async () => {

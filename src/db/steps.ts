@@ -29,7 +29,9 @@ export type StepWrite =
   /** The claim was lost: nothing written. The run must stop. */
   | { outcome: "fenced" }
   /** The job was cancelled under this claim: nothing written. The run must stop. */
-  | { outcome: "cancelled" };
+  | { outcome: "cancelled" }
+  /** Another session holds the job's row locked, and the claim was live when the statement began: nothing written; try again. */
+  | { outcome: "busy" };
 
 export const MAX_STEP_NAME_LENGTH = 200;
 
@@ -56,14 +58,16 @@ export const jobSteps = async (db: Queryable, jobId: JobId, options: StatementOp
 // The step is inserted only while the fence holds on the job's row, which is locked (shared) first:
 // the sweep's reclaim and a cancel (which update the row) wait for the step to commit, and a step
 // written after either finds the fence closed. The lock returns the row's newest version, so a
-// cancel or reclaim that committed while this statement waited is seen. A step already recorded
-// under the name is kept (ON CONFLICT: at most one result per job and name).
+// cancel or reclaim that committed since the statement's snapshot is seen. A row another session
+// holds locked is skipped, never waited for (as every fenced write does): reported busy when the
+// snapshot shows the claim live. A step already recorded under the name is kept (ON CONFLICT: at
+// most one result per job and name).
 const recordSql = perSchema(
   (schema) => `
   WITH c AS (
     SELECT $1::bigint AS id, $2::uuid AS token
   ), locked AS (
-    SELECT j.id, j.status, j.claim_token FROM ${schema}.jobs AS j, c WHERE j.id = c.id FOR SHARE OF j
+    SELECT j.id, j.status, j.claim_token FROM ${schema}.jobs AS j, c WHERE j.id = c.id FOR SHARE OF j SKIP LOCKED
   ), inserted AS (
     INSERT INTO ${schema}.job_steps (job_id, name, result, attempt, claim_token)
     SELECT j.id, $3::text, $4::jsonb, $5::int, c.token FROM locked AS j, c WHERE ${fence("j")}
@@ -71,7 +75,10 @@ const recordSql = perSchema(
     RETURNING job_id
   )
   SELECT l.status, l.claim_token = c.token AS ours, EXISTS (SELECT 1 FROM inserted) AS written
-  FROM locked AS l CROSS JOIN c`,
+  FROM locked AS l CROSS JOIN c
+  UNION ALL
+  SELECT 'busy', true, false FROM c
+  WHERE NOT EXISTS (SELECT 1 FROM locked) AND EXISTS (SELECT 1 FROM ${schema}.jobs AS s WHERE ${fence("s")})`,
 );
 
 /**
@@ -93,6 +100,7 @@ export const recordStep = async (
   );
   const row = rows[0];
   if (row?.written) return { outcome: "recorded" };
+  if (row?.status === "busy") return { outcome: "busy" };
   if (row?.ours && row.status === "processing") return { outcome: "exists" };
   if (row?.ours && row.status === "cancelled") return { outcome: "cancelled" };
   return { outcome: "fenced" };

@@ -19,8 +19,14 @@ export interface StepDeps {
   cancelled: (job: ClaimedJob) => void;
 }
 
-// A transient error (a restart, a dropped connection, a statement past its bound) is retried while
-// the handler may run: the step's work is done, and losing its record would mean doing it again.
+/** The job's row was locked by another session when the step came: it is tried again. */
+class RowBusy {
+  readonly _tag = "RowBusy";
+}
+
+// A transient error (a restart, a dropped connection, a statement past its bound) or a row another
+// session holds is retried while the handler may run: the step's work is done, and losing its
+// record would mean doing it again.
 const retrySpacing = Schedule.min([Schedule.exponential("20 millis", 2), Schedule.spaced("1 second")]).pipe(Schedule.jittered);
 
 /** The `step` function of one run's handler context. */
@@ -35,7 +41,10 @@ export const stepsFor = (deps: StepDeps, job: ClaimedJob, signal: AbortSignal) =
       Effect.tryPromise({
         try: () => recordStep(deps.db, { id: job.id, token: job.claimToken }, { name, result, attempt: job.attempts }, deps.statements),
         catch: (error) => error,
-      }).pipe(Effect.retry({ schedule: retrySpacing, while: isTransientDbError })),
+      }).pipe(
+        Effect.flatMap((write) => (write.outcome === "busy" ? Effect.fail(new RowBusy()) : Effect.succeed(write))),
+        Effect.retry({ schedule: retrySpacing, while: (error) => error instanceof RowBusy || isTransientDbError(error) }),
+      ),
       { signal },
     );
 
