@@ -95,7 +95,7 @@ describe("background work", () => {
       running: 2,
       waiting: 0,
       runningByTask: { "bg-held": 2 },
-      outcomes: { completed: 1, retried: 0, dead: 0, released: 0, fenced: 0, abandoned: 0, refused: 0 },
+      outcomes: { completed: 1, retried: 0, dead: 0, released: 0, fenced: 0, abandoned: 0, cancelled: 0, refused: 0 },
       lastPollAt: expect.any(Date),
       draining: false,
     });

@@ -54,7 +54,7 @@ describe("the JSON export round-trips through createMachine", () => {
     const config = JSON.parse(json);
     expect(config.states.claimed.always.map((t: { guard?: string }) => t.guard ?? null)).toEqual(["not(hasToken)", "not(hasHandler)", "not(slotFree)", "not(hasSchema)", null]);
     expect(config.states.running.after).toEqual({ jobTimeout: [expect.objectContaining({ target: "failing", actions: ["setError"] })] });
-    expect(machineTransitions(createMachine(config))).toHaveLength(50);
+    expect(machineTransitions(createMachine(config))).toHaveLength(51);
     // The events of invocations and delays are written where the editor shows them (onDone,
     // onError, after), not again as raw xstate.* events under `on`.
     const onKeys = (state: { on?: object; states?: Record<string, object> }): string[] => [
@@ -170,6 +170,7 @@ describe("machine diagrams", () => {
         "  checkingPayload --> failing : after jobTimeout",
         "  running --> fenced : LEASE_LOST",
         "  running --> cancelled : CANCEL",
+        "  running --> running : STEP_RECORDED",
         "  running --> releasing : DRAIN_DEADLINE",
         "  running --> failing : LEASE_EXPIRED",
         "  running --> completing : done",
@@ -221,7 +222,7 @@ describe("machine diagrams", () => {
     expect(machineTransitions(supervisorMachine)).toHaveLength(25);
     expect(lines).toContain("    running_polling --> running_polling : done [woken]");
     expect(lines).toContain("    running_waiting --> running_polling : SLOT_FREED [saturated]");
-    expect(machineTransitions(jobMachine)).toHaveLength(50);
+    expect(machineTransitions(jobMachine)).toHaveLength(51);
   });
 
   it("draws final states inside nested states, a machine without an initial state, and an inline guard by its name", () => {
