@@ -1,5 +1,6 @@
 import { type Job, jobColumns } from "./job-row.ts";
 import { PicketError } from "./errors.ts";
+import { enqueueWithDedupeModes } from "./dedupe.ts";
 import { checkJobSpec, type CheckedJobSpec, type JobSpec } from "./job-spec.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { runStatement } from "./statement.ts";
@@ -30,7 +31,9 @@ const selectLiveByKey = perSchema(
 /**
  * Enqueues jobs in one statement and returns them in the order given. Pass your own pg client
  * inside a transaction to make the jobs commit or roll back with your other writes. A spec whose
- * key is held by a live job returns that job instead of creating one.
+ * key is held by a live job returns that job instead of creating one; a spec's `dedupe` chooses
+ * other rules (DedupeMode). Specs without a key or in the default mode take one statement; the
+ * other modes one more.
  */
 export const enqueueJobs = async (
   db: Queryable,
@@ -38,6 +41,20 @@ export const enqueueJobs = async (
   options: StatementOptions = {},
 ): Promise<Job[]> => {
   const checked = specs.map(checkJobSpec);
+  if (checked.every((spec) => spec.dedupe === "live")) return enqueueLive(db, checked, options);
+  // "replace" and window specs take a second statement (src/db/dedupe.ts); the others go first,
+  // so a batch holding one key in two modes applies "live" before the other mode.
+  const live = checked.filter((spec) => spec.dedupe === "live");
+  const modal = checked.flatMap((spec, i) => (spec.dedupe === "live" ? [] : [{ spec, priorityGiven: specs[i]!.priority !== undefined, maxAttemptsGiven: specs[i]!.maxAttempts !== undefined }]));
+  const liveJobs = await enqueueLive(db, live, options);
+  const modalJobs = await enqueueWithDedupeModes(db, modal, options);
+  let nextLive = 0;
+  let nextModal = 0;
+  return checked.map((spec) => (spec.dedupe === "live" ? liveJobs[nextLive++]! : modalJobs[nextModal++]!));
+};
+
+/** Specs in the "live" mode (or without a key): one INSERT, and look-ups only for keys already held. */
+const enqueueLive = async (db: Queryable, checked: CheckedJobSpec[], options: StatementOptions): Promise<Job[]> => {
   if (checked.length === 0) return [];
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const insert = async (batch: CheckedJobSpec[]) =>
