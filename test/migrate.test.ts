@@ -23,7 +23,7 @@ describe("migrations", () => {
     const { rows } = await db.pool.query(
       "INSERT INTO upgrade.jobs (type, status, finished_at, lock_until) VALUES ('old', 'completed', now(), now()) RETURNING id",
     );
-    expect((await migrate(db.pool, { schema: "upgrade" })).applied).toEqual(["0002_sweep_index_by_lease.sql", "0003_notify_payload_bounded.sql", "0004_workers.sql"]);
+    expect((await migrate(db.pool, { schema: "upgrade" })).applied).toEqual(["0002_sweep_index_by_lease.sql", "0003_notify_payload_bounded.sql", "0004_workers.sql", "0008_dedupe_modes.sql"]);
     const { rows: after } = await db.pool.query("SELECT status, lock_until FROM upgrade.jobs WHERE id = $1", [rows[0].id]);
     expect(after).toEqual([{ status: "completed", lock_until: null }]);
   });

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { enqueueJob } from "../db/index.ts";
+import { enqueueJob, type DedupeMode } from "../db/index.ts";
 import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 interface EnqueueOptions extends DatabaseOptions {
@@ -8,7 +8,25 @@ interface EnqueueOptions extends DatabaseOptions {
   priority?: number;
   maxAttempts?: number;
   key?: string;
+  dedupe?: string;
+  dedupeWindow?: number;
 }
+
+/** The spec's dedupe mode from --dedupe and --dedupe-window; the spec's own check then wants a key. */
+const dedupeMode = (options: EnqueueOptions): DedupeMode | undefined => {
+  const { dedupe, dedupeWindow } = options;
+  if (dedupeWindow !== undefined) {
+    if (dedupe !== undefined && dedupe !== "window") {
+      throw new Error(`--dedupe-window goes with --dedupe window (or alone), not --dedupe ${dedupe}`);
+    }
+    return { windowMs: dedupeWindow };
+  }
+  if (dedupe === "window") throw new Error("--dedupe window needs --dedupe-window <ms>: how long after a job with the key completed no other is created");
+  if (dedupe !== undefined && dedupe !== "live" && dedupe !== "replace") {
+    throw new Error(`--dedupe must be live, replace or window (got "${dedupe}")`);
+  }
+  return dedupe;
+};
 
 export const enqueueCommand = (program: Command): void => {
   withDatabaseOptions(
@@ -21,8 +39,11 @@ export const enqueueCommand = (program: Command): void => {
       .option("--delay <ms>", "run no earlier than this many milliseconds from now", integerOption("--delay"))
       .option("--priority <n>", "higher runs first, -1000..1000", (v) => Number(v))
       .option("--max-attempts <n>", "attempts before the job is dead", (v) => Number(v))
-      .option("--key <key>", "dedupe key: while a job with this key is pending or running, return it instead"),
+      .option("--key <key>", "dedupe key: while a job with this key is pending or running, return it instead")
+      .option("--dedupe <mode>", "with --key: live (default), replace (the pending job with the key takes this one's payload and run time), or window")
+      .option("--dedupe-window <ms>", "with --key: also return a job with the key that completed less than this many milliseconds ago", integerOption("--dedupe-window", 1)),
   ).action(async (task: string, payloadText: string, options: EnqueueOptions) => {
+    const dedupe = dedupeMode(options);
     let payload: unknown;
     try {
       payload = JSON.parse(payloadText);
@@ -40,6 +61,7 @@ export const enqueueCommand = (program: Command): void => {
           ...(options.priority !== undefined ? { priority: options.priority } : {}),
           ...(options.maxAttempts !== undefined ? { maxAttempts: options.maxAttempts } : {}),
           ...(options.key !== undefined ? { key: options.key } : {}),
+          ...(dedupe !== undefined ? { dedupe } : {}),
         },
         statementOptions(options),
       ),
