@@ -129,6 +129,51 @@ describe("dedupe: replace", () => {
     expect(await successor("doc-6")).toBeUndefined();
   });
 
+  it("a replace holding the key's lock is never made to wait for the worker it holds up (the worker locks before it writes)", async () => {
+    const [running] = await claimed(db.pool, "index-doc-9", 1, { spec: { key: "doc-9", payload: { v: 1 } } });
+    const replacer = await db.connect();
+    await replacer.query("BEGIN");
+    await enqueueJob(replacer, { type: "index-doc-9", key: "doc-9", payload: { v: 2 }, dedupe: "replace" });
+    const completing = completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]);
+    await someoneWaitsOnKeyLock();
+    // Had the worker changed the row before asking for the lock, this INSERT attempt would wait for
+    // the worker while the worker waits for this transaction: a deadlock.
+    const again = await enqueueJob(replacer, { type: "index-doc-9", key: "doc-9", payload: { v: 3 }, dedupe: "replace" });
+    expect(again.id).toBe(running!.id);
+    await replacer.query("COMMIT");
+    expect((await completing)[0]!.outcome).toBe("applied");
+    expect((await rowsWithKey("doc-9")).map((r) => [r.status, r.payload])).toEqual([
+      ["completed", { v: 1 }],
+      ["pending", { v: 3 }],
+    ]);
+  });
+
+  it("two batches naming the same keys in opposite orders take the keys' locks in one order (no deadlock)", async () => {
+    const holder = await db.connect();
+    await holder.query("BEGIN");
+    await enqueueJobs(holder, [
+      { type: "order", key: "o-a", dedupe: "replace" },
+      { type: "order", key: "o-b", dedupe: "replace" },
+    ]);
+    const [one, two] = await Promise.all([db.connect(), db.connect()]);
+    const forward = enqueueJobs(one, [
+      { type: "order", key: "o-a", payload: 1, dedupe: "replace" },
+      { type: "order", key: "o-b", payload: 1, dedupe: "replace" },
+    ]);
+    const backward = enqueueJobs(two, [
+      { type: "order", key: "o-b", payload: 2, dedupe: "replace" },
+      { type: "order", key: "o-a", payload: 2, dedupe: "replace" },
+    ]);
+    await expect
+      .poll(async () => (await db.pool.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rows[0].n, { timeout: 10_000 })
+      .toBe(2);
+    // Both batches were waiting; released together, in opposite orders they would deadlock.
+    await holder.query("COMMIT");
+    await Promise.all([forward, backward]);
+    expect(await rowsWithKey("o-a")).toHaveLength(1);
+    expect(await rowsWithKey("o-b")).toHaveLength(1);
+  });
+
   it("concurrent replaces of one key create exactly one job, which ends with one of their payloads", async () => {
     const clients = await Promise.all(Array.from({ length: 12 }, () => db.connect()));
     const jobs = await Promise.all(clients.map((c, i) => enqueueJob(c, { type: "index", key: "doc-7", payload: { i }, dedupe: "replace" })));
