@@ -174,6 +174,34 @@ describe("dedupe: replace", () => {
     expect(await rowsWithKey("o-b")).toHaveLength(1);
   });
 
+  it("wakes listening workers when a replace makes the pending job due now", async () => {
+    await enqueueJob(db.pool, { type: "index-wake", key: "doc-10", delayMs: 3_600_000 });
+    const listener = await db.connect();
+    const heard: string[] = [];
+    listener.on("notification", (n) => heard.push(`${n.channel}|${n.payload}`));
+    await listener.query('LISTEN "picket:picket"');
+    await enqueueJob(db.pool, { type: "index-wake", key: "doc-10", delayMs: 3_600_000, dedupe: "replace" });
+    await enqueueJob(db.pool, { type: "index-wake", key: "doc-10", dedupe: "replace" });
+    await expect.poll(() => heard, { timeout: 5_000 }).toEqual(["picket:picket|index-wake"]);
+  });
+
+  it("a successor that cannot be enqueued never fails the worker's write: the outcome is recorded, the successor kept", async () => {
+    const [running] = await claimed(db.pool, "index-doc-11", 1, { spec: { key: "doc-11", payload: { v: 1 } } });
+    await enqueueJob(db.pool, { type: "index-refused", key: "doc-11", payload: { v: 2 }, dedupe: "replace" });
+    // Stands for any failure of the successor's INSERT (a user's trigger, a constraint added later).
+    await db.pool.query(`
+      CREATE FUNCTION public.refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.type = 'index-refused' THEN RAISE EXCEPTION 'refused by a test trigger'; END IF; RETURN NEW; END $$;
+      CREATE TRIGGER refuse_job BEFORE INSERT ON picket.jobs FOR EACH ROW EXECUTE FUNCTION public.refuse_job();`);
+    try {
+      expect((await completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]))[0]!.outcome).toBe("applied");
+    } finally {
+      await db.pool.query("DROP TRIGGER refuse_job ON picket.jobs; DROP FUNCTION public.refuse_job()");
+    }
+    expect((await rowsWithKey("doc-11")).map((r) => r.status)).toEqual(["completed"]);
+    expect(await successor("doc-11")).toMatchObject({ type: "index-refused", payload: { v: 2 } });
+  });
+
   it("concurrent replaces of one key create exactly one job, which ends with one of their payloads", async () => {
     const clients = await Promise.all(Array.from({ length: 12 }, () => db.connect()));
     const jobs = await Promise.all(clients.map((c, i) => enqueueJob(c, { type: "index", key: "doc-7", payload: { i }, dedupe: "replace" })));
