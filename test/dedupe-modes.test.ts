@@ -283,14 +283,15 @@ describe("dedupe: a window after completion", () => {
 });
 
 describe("dedupe modes: batches, SQL and bad input", () => {
-  it("returns a mixed batch in the order given; without replace or a window it is still one statement", async () => {
+  it("returns a mixed batch in the order given, in one statement (all or nothing), whatever its modes", async () => {
     const plain = counting();
     await enqueueJobs(plain.q, [{ type: "mix" }, { type: "mix", key: "m-live" }, { type: "mix", key: "m-live", dedupe: "live" }]);
     expect(plain.count()).toBe(1);
     const modal = counting();
     await enqueueJobs(modal.q, [{ type: "mix", key: "m-r", dedupe: "replace" }, { type: "mix", key: "m-w", dedupe: { windowMs: 1_000 } }]);
     expect(modal.count()).toBe(1);
-    const jobs = await enqueueJobs(db.pool, [
+    const mixed = counting();
+    const jobs = await enqueueJobs(mixed.q, [
       { type: "mix", payload: 1 },
       { type: "mix", key: "m-r", payload: 2, dedupe: "replace" },
       { type: "mix", key: "m-live", payload: 3 },
@@ -304,6 +305,7 @@ describe("dedupe modes: batches, SQL and bad input", () => {
       ["m-w", {}],
       ["m-new", 5],
     ]);
+    expect(mixed.count()).toBe(1);
   });
 
   it("add_job takes the modes, and its earlier calls mean what they meant", async () => {

@@ -1,6 +1,7 @@
-// Enqueues keyed specs whose dedupe mode is "replace" or a window. Each goes through the SQL
-// function add_job (migration 0008), the one definition of the modes, which serialises the
-// enqueues of a key with an advisory lock; see the migration for why that holds under races.
+// Enqueues a batch in which some spec asks for "replace" or a window. Each spec goes through the
+// SQL function add_job (migration 0008), the one definition of the modes (a "live" or unkeyed
+// spec in the batch gets add_job's "live" rule, the same as enqueueJobs' own statement), which
+// serialises the enqueues of a key with an advisory lock; see the migration for why that holds.
 import { type Job, jobColumns } from "./job-row.ts";
 import type { CheckedJobSpec } from "./job-spec.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
@@ -14,9 +15,9 @@ export interface ModalSpec {
   maxAttemptsGiven: boolean;
 }
 
-// One statement for the batch. The specs are taken in the order of their keys' advisory locks
-// (hash of the key, then the mode's lock), so two batches lock keys in one order and cannot
-// deadlock each other; a key given twice in one mode keeps the order given. Each call sees the effects of
+// One statement for the batch. The specs are taken in the order of their keys' locks (hash of
+// the key, then the mode: advisory locks, and the live-key index's waits), so two batches lock
+// keys in one order and cannot deadlock each other; a key given twice in one mode keeps the order given. Each call sees the effects of
 // the calls before it (add_job is VOLATILE), so a key repeated in a batch resolves to one job.
 const addJobs = perSchema(
   (schema) => `
@@ -32,7 +33,7 @@ const addJobs = perSchema(
   ) AS r`,
 );
 
-/** Enqueues the specs (each with a key and mode "replace" or "window"); returns their jobs in the order given. */
+/** Enqueues the specs in one statement; returns their jobs in the order given. */
 export const enqueueWithDedupeModes = async (db: Queryable, specs: readonly ModalSpec[], options: StatementOptions = {}): Promise<Job[]> => {
   if (specs.length === 0) return [];
   const { rows } = await runStatement<Job & { n: number }>(

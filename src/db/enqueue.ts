@@ -32,8 +32,8 @@ const selectLiveByKey = perSchema(
  * Enqueues jobs in one statement and returns them in the order given. Pass your own pg client
  * inside a transaction to make the jobs commit or roll back with your other writes. A spec whose
  * key is held by a live job returns that job instead of creating one; a spec's `dedupe` chooses
- * other rules (DedupeMode). Specs without a key or in the default mode take one statement; the
- * other modes one more.
+ * other rules (DedupeMode). Either way a batch is one statement (plus look-ups of live keys'
+ * holders that changed hands meanwhile, in the default mode).
  */
 export const enqueueJobs = async (
   db: Queryable,
@@ -42,15 +42,13 @@ export const enqueueJobs = async (
 ): Promise<Job[]> => {
   const checked = specs.map(checkJobSpec);
   if (checked.every((spec) => spec.dedupe === "live")) return enqueueLive(db, checked, options);
-  // "replace" and window specs take a second statement (src/db/dedupe.ts); the others go first,
-  // so a batch holding one key in two modes applies "live" before the other mode.
-  const live = checked.filter((spec) => spec.dedupe === "live");
-  const modal = checked.flatMap((spec, i) => (spec.dedupe === "live" ? [] : [{ spec, priorityGiven: specs[i]!.priority !== undefined, maxAttemptsGiven: specs[i]!.maxAttempts !== undefined }]));
-  const liveJobs = await enqueueLive(db, live, options);
-  const modalJobs = await enqueueWithDedupeModes(db, modal, options);
-  let nextLive = 0;
-  let nextModal = 0;
-  return checked.map((spec) => (spec.dedupe === "live" ? liveJobs[nextLive++]! : modalJobs[nextModal++]!));
+  // Any other mode sends the whole batch through add_job (src/db/dedupe.ts): one statement, so the
+  // batch commits or fails as a whole, as the common path does.
+  return enqueueWithDedupeModes(
+    db,
+    checked.map((spec, i) => ({ spec, priorityGiven: specs[i]!.priority !== undefined, maxAttemptsGiven: specs[i]!.maxAttempts !== undefined })),
+    options,
+  );
 };
 
 /** Specs in the "live" mode (or without a key): one INSERT, and look-ups only for keys already held. */
