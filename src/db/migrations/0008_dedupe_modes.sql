@@ -101,11 +101,12 @@ $$;
 -- The wait is the cost: a worker's outcome write for a keyed job waits while a replace of the same
 -- key is in an open transaction (bounded by the worker's lock_timeout; the write is retried). The
 -- WHEN clauses keep both triggers to keyed rows leaving processing; other rows never wait.
+-- (lock_key's shared lock, written out: this runs for every keyed job a worker finishes.)
 CREATE FUNCTION {{schema}}.lock_key_for_successor() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
-  PERFORM {{schema}}.lock_key('replace', NEW.key, true);
+  PERFORM pg_advisory_xact_lock_shared(hashtext('picket:{{schema}}:replace'), hashtext(NEW.key));
   RETURN NEW;
 END
 $$;
