@@ -272,6 +272,19 @@ describe("dedupe: a window after completion", () => {
     expect(await rowsWithKey("r-3")).toHaveLength(1);
   });
 
+  it("a window enqueue racing an uncommitted live enqueue of the key returns that job (the live-key index settles it)", async () => {
+    const live = await db.connect();
+    await live.query("BEGIN");
+    const held = await enqueueJob(live, { type: "report", key: "r-5" });
+    const windowed = enqueueJob(db.pool, { type: "report", key: "r-5", dedupe: { windowMs: 60_000 } });
+    await expect
+      .poll(async () => (await db.pool.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted")).rows[0].n, { timeout: 10_000 })
+      .toBe(1);
+    await live.query("COMMIT");
+    expect((await windowed).id).toBe(held.id);
+    expect(await rowsWithKey("r-5")).toHaveLength(1);
+  });
+
   it("concurrent window enqueues of one key create exactly one job", async () => {
     const done = await enqueueJob(db.pool, { type: "report", key: "r-4" });
     await finishedAgo(done.id, 120_000);
