@@ -37,16 +37,10 @@ CREATE TABLE {{schema}}.key_successors (
 -- with the class naming picket's schema and the mode; a hash collision between two keys only
 -- makes them take turns. Workers take the replace lock shared (below), so they never wait for
 -- each other, only for a replace of the same key in flight.
-CREATE FUNCTION {{schema}}.lock_key(mode text, job_key text, shared boolean DEFAULT false) RETURNS void
-LANGUAGE plpgsql VOLATILE
+CREATE FUNCTION {{schema}}.lock_key(mode text, job_key text) RETURNS void
+LANGUAGE sql VOLATILE
 AS $$
-BEGIN
-  IF shared THEN
-    PERFORM pg_advisory_xact_lock_shared(hashtext('picket:{{schema}}:' || mode), hashtext(job_key));
-  ELSE
-    PERFORM pg_advisory_xact_lock(hashtext('picket:{{schema}}:' || mode), hashtext(job_key));
-  END IF;
-END
+  SELECT pg_advisory_xact_lock(hashtext('picket:{{schema}}:' || mode), hashtext(job_key))
 $$;
 
 -- The pending job with the key takes the spec; without one, the spec is inserted. Returns NULL
@@ -101,7 +95,8 @@ $$;
 -- The wait is the cost: a worker's outcome write for a keyed job waits while a replace of the same
 -- key is in an open transaction (bounded by the worker's lock_timeout; the write is retried). The
 -- WHEN clauses keep both triggers to keyed rows leaving processing; other rows never wait.
--- (lock_key's shared lock, written out: this runs for every keyed job a worker finishes.)
+-- lock_key's lock for 'replace', taken shared, written out: this runs for every keyed job a
+-- worker finishes.
 CREATE FUNCTION {{schema}}.lock_key_for_successor() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
