@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { cancelPendingJob, deadLetterJobs, deleteFinishedJobs, enqueueJob, getJob, retryDeadJob } from "../src/db/index.ts";
+import { deadLetterJobs, deleteFinishedJobs, enqueueJob, retryDeadJob } from "../src/db/index.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { claimed, row } from "./support/factory.ts";
 
@@ -13,16 +13,6 @@ describe("admin statements", () => {
     expect(result).toMatchObject({ outcome: "applied", job: { status: "pending", attempts: 0, finishedAt: null, lastError: "bad" } });
     expect((await row(db.pool, job!.id)).errors).toHaveLength(1);
     expect(await retryDeadJob(db.pool, job!.id)).toEqual({ outcome: "wrong_status", status: "pending" });
-  });
-
-  it("cancels a pending job only; a claimed one is left to its worker", async () => {
-    const pending = await enqueueJob(db.pool, { type: "admin-cancel" });
-    expect(await cancelPendingJob(db.pool, pending.id)).toMatchObject({ outcome: "applied", job: { status: "cancelled" } });
-    const [running] = await claimed(db.pool, "admin-running");
-    expect(await cancelPendingJob(db.pool, running!.id)).toEqual({ outcome: "wrong_status", status: "processing" });
-    expect(await cancelPendingJob(db.pool, "999999999")).toEqual({ outcome: "not_found" });
-    await expect(cancelPendingJob(db.pool, "abc")).rejects.toThrow(/job id must be a positive integer/);
-    expect(await getJob(db.pool, running!.id)).toMatchObject({ status: "processing" });
   });
 });
 

@@ -7,7 +7,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { jobMachine, machineJson, machineMermaid, supervisorMachine } from "../src/index.ts";
+import { recordStep } from "../src/db/index.ts";
 import { picket, type Run } from "./support/cli.ts";
+import { claimed } from "./support/factory.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { freePort } from "./support/ports.ts";
 
@@ -73,6 +75,19 @@ describe("picket CLI", () => {
     expect(await picket(["jobs", "cancel", job.id], env)).toMatchObject({ code: 0, stdout: `job ${job.id} cancelled\n` });
     const retry = await picket(["jobs", "retry", job.id], env);
     expect(retry).toMatchObject({ code: 1, stderr: `picket: job ${job.id} is cancelled; only dead jobs can be retried\n` });
+    expect(await picket(["jobs", "cancel", job.id], env)).toMatchObject({ code: 1, stderr: `picket: job ${job.id} is cancelled; only pending or processing jobs can be cancelled\n` });
+  }, 60_000);
+
+  it("cancels a running job, and shows a job with its recorded steps", async () => {
+    const env = { env: { DATABASE_URL: db.url } };
+    const [running] = await claimed(db.pool, "cli-running");
+    await recordStep(db.pool, { id: running!.id, token: running!.claimToken }, { name: "charge", result: { receipt: 7 }, attempt: 1 });
+    const shown = await picket(["jobs", "show", running!.id], env);
+    expect(shown.code).toBe(0);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ id: running!.id, status: "processing", steps: [{ name: "charge", result: { receipt: 7 }, attempt: 1, claimToken: running!.claimToken }] });
+    expect(await picket(["jobs", "cancel", running!.id], env)).toMatchObject({ code: 0, stdout: `job ${running!.id} cancelled\n` });
+    expect(JSON.parse((await picket(["jobs", "show", running!.id], env)).stdout)).toMatchObject({ status: "cancelled" });
+    expect(await picket(["jobs", "show", "999999"], env)).toMatchObject({ code: 1, stderr: "picket: job 999999 does not exist\n" });
   }, 60_000);
 
   it("enqueues with a dedupe mode: replace takes over the pending job, a window returns a recently completed one", async () => {

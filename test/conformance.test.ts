@@ -55,6 +55,9 @@ const EVENTS: AnyEvent[] = [
   { type: "xstate.error.actor.write", error: new Error("connection lost") },
   { type: "xstate.after.jobTimeout.job.running" },
   { type: "xstate.after.jobTimeout.job.checkingPayload" },
+  { type: "CANCEL" },
+  { type: "xstate.done.actor.write", output: { id: "7", outcome: "cancelled" } },
+  { type: "STEP_RECORDED", name: "charge" },
 ];
 
 /**
@@ -223,7 +226,7 @@ const modelPaths = inputs.flatMap(({ name, input }) =>
 
 describe("the derived path runs the job machine as XState's interpreter does", () => {
   it("generates paths covering every final state from every input", () => {
-    expect(new Set(modelPaths.map((p) => p.final))).toEqual(new Set(["done", "fenced", "abandoned", "refused"]));
+    expect(new Set(modelPaths.map((p) => p.final))).toEqual(new Set(["done", "fenced", "abandoned", "cancelled", "refused"]));
     expect(modelPaths.length).toBeGreaterThan(100);
   });
 

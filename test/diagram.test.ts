@@ -54,7 +54,7 @@ describe("the JSON export round-trips through createMachine", () => {
     const config = JSON.parse(json);
     expect(config.states.claimed.always.map((t: { guard?: string }) => t.guard ?? null)).toEqual(["not(hasToken)", "not(hasHandler)", "not(slotFree)", "not(hasSchema)", null]);
     expect(config.states.running.after).toEqual({ jobTimeout: [expect.objectContaining({ target: "failing", actions: ["setError"] })] });
-    expect(machineTransitions(createMachine(config))).toHaveLength(43);
+    expect(machineTransitions(createMachine(config))).toHaveLength(50);
     // The events of invocations and delays are written where the editor shows them (onDone,
     // onError, after), not again as raw xstate.* events under `on`.
     const onKeys = (state: { on?: object; states?: Record<string, object> }): string[] => [
@@ -147,7 +147,7 @@ describe("machine diagrams", () => {
       [
         "stateDiagram-v2",
         "  [*] --> claimed",
-        ...["fenced", "abandoned", "refused", "done"].map((s) => `  ${s} --> [*]`),
+        ...["fenced", "abandoned", "cancelled", "refused", "done"].map((s) => `  ${s} --> [*]`),
         "  claimed --> refused : always [not(hasToken)]",
         "  claimed --> deadLettering : always [not(hasHandler)]",
         "  claimed --> waitingForSlot : always [not(slotFree)]",
@@ -158,8 +158,10 @@ describe("machine diagrams", () => {
         "  waitingForSlot --> releasing : RELEASE",
         "  waitingForSlot --> releasing : DRAIN_DEADLINE",
         "  waitingForSlot --> fenced : LEASE_LOST",
+        "  waitingForSlot --> cancelled : CANCEL",
         "  waitingForSlot --> releasing : LEASE_EXPIRED",
         "  checkingPayload --> fenced : LEASE_LOST",
+        "  checkingPayload --> cancelled : CANCEL",
         "  checkingPayload --> releasing : DRAIN_DEADLINE",
         "  checkingPayload --> failing : LEASE_EXPIRED",
         "  checkingPayload --> running : done",
@@ -167,6 +169,7 @@ describe("machine diagrams", () => {
         "  checkingPayload --> deadLettering : error",
         "  checkingPayload --> failing : after jobTimeout",
         "  running --> fenced : LEASE_LOST",
+        "  running --> cancelled : CANCEL",
         "  running --> releasing : DRAIN_DEADLINE",
         "  running --> failing : LEASE_EXPIRED",
         "  running --> completing : done",
@@ -176,19 +179,23 @@ describe("machine diagrams", () => {
         "  running --> failing : after jobTimeout",
         "  completing --> abandoned : ABANDON",
         "  completing --> done : done [applied]",
+        "  completing --> cancelled : done [cancelledMeanwhile]",
         "  completing --> fenced : done",
         "  completing --> abandoned : error",
         "  failing --> abandoned : ABANDON",
         "  failing --> done : done [wentDead]",
         "  failing --> done : done [applied]",
+        "  failing --> cancelled : done [cancelledMeanwhile]",
         "  failing --> fenced : done",
         "  failing --> abandoned : error",
         "  deadLettering --> abandoned : ABANDON",
         "  deadLettering --> done : done [applied]",
+        "  deadLettering --> cancelled : done [cancelledMeanwhile]",
         "  deadLettering --> fenced : done",
         "  deadLettering --> abandoned : error",
         "  releasing --> abandoned : ABANDON",
         "  releasing --> done : done [applied]",
+        "  releasing --> cancelled : done [cancelledMeanwhile]",
         "  releasing --> fenced : done",
         "  releasing --> abandoned : error",
         "",
@@ -214,7 +221,7 @@ describe("machine diagrams", () => {
     expect(machineTransitions(supervisorMachine)).toHaveLength(25);
     expect(lines).toContain("    running_polling --> running_polling : done [woken]");
     expect(lines).toContain("    running_waiting --> running_polling : SLOT_FREED [saturated]");
-    expect(machineTransitions(jobMachine)).toHaveLength(43);
+    expect(machineTransitions(jobMachine)).toHaveLength(50);
   });
 
   it("draws final states inside nested states, a machine without an initial state, and an inline guard by its name", () => {

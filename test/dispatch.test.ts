@@ -60,7 +60,7 @@ describe("jobs that can never succeed end dead with a clear error, never retried
     // job runtime directly: a claimed job handed over without a task.
     const [job] = await claimed(db.pool, "unknown-task", 1, { spec: { maxAttempts: 5 } });
     const { logger } = captureLogs();
-    const runtime = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => undefined, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined });
+    const runtime = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => undefined, leaseLost: () => undefined, cancelled: () => undefined, stepRecorded: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined });
     const { run, done } = observeJob(runtime, job!, true);
     run.start();
     expect(await done).toMatchObject({ outcome: "dead", error: { kind: "no_handler" } });

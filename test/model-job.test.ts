@@ -6,7 +6,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getSimplePaths } from "xstate/graph";
-import { claimJobs, enqueueJob, renewLeases, sweepExpiredClaims, type ClaimedJob } from "../src/db/index.ts";
+import { cancelJob, claimJobs, enqueueJob, renewLeases, sweepExpiredClaims, type ClaimedJob } from "../src/db/index.ts";
 import { jobMachine, machineTransitions, transitionRows, type JobMachineInput } from "../src/machines/index.ts";
 import { createJobRuntime } from "../src/runtime/job-runtime.ts";
 import { observeJob } from "./support/job-run.ts";
@@ -33,6 +33,7 @@ type AnyEvent = { type: string; [key: string]: unknown };
 const writeOutcomes = (statuses: string[]): AnyEvent[] => [
   ...statuses.map((status) => ({ type: "xstate.done.actor.write", output: { id: "1", outcome: "applied", status, runAt: new Date(), lockUntil: null } })),
   { type: "xstate.done.actor.write", output: { id: "1", outcome: "fenced" } },
+  { type: "xstate.done.actor.write", output: { id: "1", outcome: "cancelled" } },
   { type: "xstate.error.actor.write", error: new Error("write failed") },
   { type: "ABANDON" },
 ];
@@ -42,11 +43,14 @@ const leaseExpired: AnyEvent = { type: "LEASE_EXPIRED", unconfirmedMs: 1234 };
 /** What the runtime reports when user code was about to start on a lease it could not prove. */
 const lapsed = { permanent: false, leaseLapsed: true, message: "the lease could not be proven" };
 
-/** The events the machine can receive in each state, as the runtime would produce them. */
-const eventsIn = (state: string): AnyEvent[] => {
+/**
+ * The events the machine can receive in each state, as the runtime would produce them. A handler
+ * that has recorded a step has started: it cannot then be found never to have started (lapsed).
+ */
+const eventsIn = (state: string, stepRecorded: boolean): AnyEvent[] => {
   switch (state) {
     case "waitingForSlot":
-      return [{ type: "START" }, { type: "RELEASE" }, { type: "DRAIN_DEADLINE" }, { type: "LEASE_LOST" }, leaseExpired];
+      return [{ type: "START" }, { type: "RELEASE" }, { type: "DRAIN_DEADLINE" }, { type: "LEASE_LOST" }, leaseExpired, { type: "CANCEL" }];
     case "checkingPayload":
       return [
         { type: "xstate.done.actor.payloadCheck", output: undefined },
@@ -56,17 +60,20 @@ const eventsIn = (state: string): AnyEvent[] => {
         { type: "LEASE_LOST" },
         { type: "DRAIN_DEADLINE" },
         leaseExpired,
+        { type: "CANCEL" },
       ];
     case "running":
       return [
+        { type: "STEP_RECORDED", name: "one" },
         { type: "xstate.done.actor.handler", output: "result" },
         { type: "xstate.error.actor.handler", error: { permanent: true, message: "permanent" } },
         { type: "xstate.error.actor.handler", error: { permanent: false, message: "boom" } },
-        { type: "xstate.error.actor.handler", error: lapsed },
+        ...(stepRecorded ? [] : [{ type: "xstate.error.actor.handler", error: lapsed }]),
         { type: "xstate.after.jobTimeout.job.running" },
         { type: "LEASE_LOST" },
         { type: "DRAIN_DEADLINE" },
         leaseExpired,
+        { type: "CANCEL" },
       ];
     case "completing":
       return writeOutcomes(["completed"]);
@@ -106,7 +113,7 @@ interface ModelPath {
 const paths: ModelPath[] = inputs.flatMap(({ name, input }) =>
   getSimplePaths(jobMachine, {
     input,
-    events: (snapshot) => eventsIn(String(snapshot.value)) as never,
+    events: (snapshot) => eventsIn(String(snapshot.value), snapshot.context.lastStep !== null) as never,
     toState: (snapshot) => snapshot.status === "done",
   }).map((path) => ({
     name: `${name}: ${path.steps.slice(1).map((s) => `${s.event.type.replace(/^xstate\.(done|error)\.actor\./, "$1:").replace(/^xstate\.after\..*/, "timeout")}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { permanent?: boolean }).permanent ? "(permanent)" : ""}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { leaseLapsed?: boolean }).leaseLapsed ? "(lapsed)" : ""}${(s.event as AnyEvent).output && typeof (s.event as AnyEvent).output === "object" ? `(${((s.event as AnyEvent).output as { status?: string; outcome: string }).status ?? ((s.event as AnyEvent).output as { outcome: string }).outcome})` : ""}`).join(" > ") || "(always)"} => ${String(path.state.value)}`,
@@ -128,23 +135,28 @@ interface Script {
   hasSchema: boolean;
   slotFree: boolean;
   /** How a job claimed ahead of a slot stops waiting. */
-  waitEnds: "start" | "release" | "drain" | "leaseLost" | "leaseExpired" | null;
+  waitEnds: "start" | "release" | "drain" | "leaseLost" | "leaseExpired" | "cancel" | null;
   payloadValid: boolean;
   /** The payload check never settles, and this ends it. */
-  validatorHangs: "timeout" | "leaseLost" | "drain" | "leaseExpired" | null;
+  validatorHangs: "timeout" | "leaseLost" | "drain" | "leaseExpired" | "cancel" | null;
   /** The lease cannot be proven when the payload check, or the handler, is to start. */
   lapsesAt: "validator" | "handler" | null;
-  handler: "succeed" | "fail" | "permanent" | "timeout" | "leaseLost" | "drain" | "leaseExpired" | null;
-  /** abandon: the write waits on a row another session holds locked until the drain gives it up. */
-  write: "apply" | "fenced" | "error" | "abandon";
+  handler: "succeed" | "fail" | "permanent" | "timeout" | "leaseLost" | "drain" | "leaseExpired" | "cancel" | null;
+  /**
+   * abandon: the write waits on a row another session holds locked until the drain gives it up;
+   * cancelled: an operator cancelled the job before its outcome was written.
+   */
+  write: "apply" | "fenced" | "cancelled" | "error" | "abandon";
   lastAttempt: boolean;
+  /** The handler records a durable step before it does anything else. */
+  step: boolean;
 }
 
 const scriptOf = (path: ModelPath): Script => {
-  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, slotFree: path.slotFree, waitEnds: null, payloadValid: true, validatorHangs: null, lapsesAt: null, handler: null, write: "apply", lastAttempt: false };
+  const script: Script = { hasToken: path.hasToken, hasHandler: path.hasHandler, hasSchema: path.hasSchema, slotFree: path.slotFree, waitEnds: null, payloadValid: true, validatorHangs: null, lapsesAt: null, handler: null, write: "apply", lastAttempt: false, step: false };
   path.events.forEach((event, i) => {
     if (path.states[i] === "waitingForSlot") {
-      script.waitEnds = ({ START: "start", RELEASE: "release", DRAIN_DEADLINE: "drain", LEASE_LOST: "leaseLost", LEASE_EXPIRED: "leaseExpired" } as const)[event.type as "START"];
+      script.waitEnds = ({ START: "start", RELEASE: "release", DRAIN_DEADLINE: "drain", LEASE_LOST: "leaseLost", LEASE_EXPIRED: "leaseExpired", CANCEL: "cancel" } as const)[event.type as "START"];
       return;
     }
     if (path.states[i] === "checkingPayload") {
@@ -152,11 +164,13 @@ const scriptOf = (path: ModelPath): Script => {
       if (event.type === "LEASE_LOST") script.validatorHangs = "leaseLost";
       if (event.type === "DRAIN_DEADLINE") script.validatorHangs = "drain";
       if (event.type === "LEASE_EXPIRED") script.validatorHangs = "leaseExpired";
+      if (event.type === "CANCEL") script.validatorHangs = "cancel";
       if (script.validatorHangs !== null) return;
     }
     const lapses = (event.error as { leaseLapsed?: boolean } | undefined)?.leaseLapsed === true;
     if (event.type === "xstate.error.actor.payloadCheck" && lapses) script.lapsesAt = "validator";
     else if (event.type === "xstate.error.actor.payloadCheck") script.payloadValid = false;
+    if (event.type === "STEP_RECORDED") script.step = true;
     if (event.type === "xstate.done.actor.handler") script.handler = "succeed";
     if (event.type === "xstate.error.actor.handler" && lapses) script.lapsesAt = "handler";
     else if (event.type === "xstate.error.actor.handler") script.handler = (event.error as { permanent: boolean }).permanent ? "permanent" : "fail";
@@ -164,10 +178,12 @@ const scriptOf = (path: ModelPath): Script => {
     if (event.type === "LEASE_LOST") script.handler = "leaseLost";
     if (event.type === "DRAIN_DEADLINE") script.handler = "drain";
     if (event.type === "LEASE_EXPIRED") script.handler = "leaseExpired";
+    if (event.type === "CANCEL") script.handler = "cancel";
     if (event.type === "xstate.error.actor.write") script.write = "error";
     if (event.type === "ABANDON") script.write = "abandon";
     const output = event.output as { outcome?: string; status?: string } | undefined;
     if (event.type === "xstate.done.actor.write" && output?.outcome === "fenced") script.write = "fenced";
+    if (event.type === "xstate.done.actor.write" && output?.outcome === "cancelled") script.write = "cancelled";
     if (event.type === "xstate.done.actor.write" && output?.status === "dead" && path.states.includes("failing")) script.lastAttempt = true;
   });
   return script;
@@ -212,11 +228,14 @@ interface Claim {
   token: string;
   attempts: number;
   thief: string | null;
+  /** An operator cancelled the job under our claim. */
+  cancelled: boolean;
   claimedRow: Row;
 }
 
 const ours = (row: Row, c: Claim) => row.claim_token === c.token;
-const heldByOwner = (row: Row, c: Claim) => row.status === "processing" && (ours(row, c) || (c.thief !== null && row.claim_token === c.thief));
+const heldByOwner = (row: Row, c: Claim) =>
+  (row.status === "processing" && (ours(row, c) || (c.thief !== null && row.claim_token === c.thief))) || (c.cancelled && row.status === "cancelled" && ours(row, c));
 
 /** The row in a state the machine passes through (a write may land at any moment within it). */
 const rowMatchesTransient = (state: string, row: Row, c: Claim): boolean => {
@@ -264,6 +283,11 @@ const expectFinalRow = (outcome: string, row: Row, c: Claim, script: Script) => 
       // The outcome could not be written: the row is exactly as claimed, left for the sweep.
       expect(row).toEqual(c.claimedRow);
       break;
+    case "cancelled":
+      // The cancel was the last write: our token stays on the row, and nothing of ours followed it.
+      expect(c.cancelled).toBe(true);
+      expect(row).toMatchObject({ status: "cancelled", claim_token: c.token, attempts: c.attempts, result: null, last_error: null });
+      break;
     case "refused":
       expect(row).toEqual(c.claimedRow);
       expect(script.hasToken).toBe(false);
@@ -287,8 +311,10 @@ const execute = async (path: ModelPath, index: number) => {
   const type = `model-${index}`;
   const hang = (signal: AbortSignal) => new Promise<never>((_r, reject) => signal.addEventListener("abort", () => reject(new Error("interrupted")), { once: true }));
   let onHandlerStart: () => Promise<void> = async () => undefined;
+  let afterStep: () => Promise<void> = async () => undefined;
   let onValidatorHang: () => Promise<void> = async () => undefined;
   let handlerRuns = 0;
+  let stepRuns = 0;
   let leaseChecks = 0;
   const task: Task = defineTask({
     name: type,
@@ -309,8 +335,12 @@ const execute = async (path: ModelPath, index: number) => {
           },
         }
       : {}),
-    handler: async (_payload: unknown, { signal }) => {
+    handler: async (_payload: unknown, { signal, step }) => {
       handlerRuns++;
+      if (script.step) {
+        expect(await step("one", () => ++stepRuns)).toBe(1);
+        await afterStep();
+      }
       await onHandlerStart();
       switch (script.handler) {
         case "succeed":
@@ -328,11 +358,20 @@ const execute = async (path: ModelPath, index: number) => {
   await enqueueJob(db.pool, { type, payload: { valid: script.payloadValid }, maxAttempts: script.lastAttempt ? 1 : 3 });
   // A minute of backoff, so "retried" is told apart from "ready now" however slow the machine.
   const [claimed] = await claimJobs(db.pool, "model-worker", [want(type, { limit: 1, backoffBaseMs: 60_000, backoffMaxMs: 60_000 })]);
-  const claim: Claim = { token: claimed!.claimToken, attempts: claimed!.attempts, thief: null, claimedRow: await readRow(db.pool, claimed!.id) };
+  const claim: Claim = { token: claimed!.claimToken, attempts: claimed!.attempts, thief: null, cancelled: false, claimedRow: await readRow(db.pool, claimed!.id) };
 
   // Faults the path needs before the write: the claim lost to another worker, or a write that fails.
+  // With a step they come once it is recorded (before it, they would stop the step's write).
+  let holder: pg.Client | null = null;
+  const injectWriteFaults = async () => {
   const losesLease = script.handler === "leaseLost" || script.validatorHangs === "leaseLost" || script.waitEnds === "leaseLost";
   if (script.write === "fenced" && !losesLease) claim.thief = await steal(db.pool, claimed!);
+  // The cancel lands before the outcome is written, and nothing tells the machine: its write finds it.
+  const cancelled = script.handler === "cancel" || script.validatorHangs === "cancel" || script.waitEnds === "cancel";
+  if (script.write === "cancelled" && !cancelled) {
+    expect(await cancelJob(db.pool, claimed!.id)).toMatchObject({ outcome: "applied" });
+    claim.cancelled = true;
+  }
   if (script.write === "error") {
     await db.pool.query(`
       CREATE OR REPLACE FUNCTION picket.refuse_model_write() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -345,11 +384,14 @@ const execute = async (path: ModelPath, index: number) => {
     claim.claimedRow = await readRow(db.pool, claimed!.id);
   }
   // Another session holds the row locked: the write finds it busy and tries again until abandoned.
-  const holder = script.write === "abandon" ? await db.connect() : null;
+  holder = script.write === "abandon" ? await db.connect() : null;
   if (holder !== null) {
     await holder.query("BEGIN");
     await holder.query("SELECT 1 FROM picket.jobs WHERE id = $1 FOR UPDATE", [claimed!.id]);
   }
+  };
+  if (script.step) afterStep = injectWriteFaults;
+  else await injectWriteFaults();
 
   const executed: string[] = [];
   const states: string[] = [];
@@ -362,6 +404,9 @@ const execute = async (path: ModelPath, index: number) => {
     logPayloads: false,
     taskFor: (t) => (script.hasHandler && t === type ? task : undefined),
     leaseLost: () => undefined,
+    cancelled: () => undefined,
+    // As the supervisor does: the job's machine hears of each step recorded.
+    stepRecorded: (_job, name) => actor.send({ type: "STEP_RECORDED", name }),
     handlerSettled: () => undefined,
     leaseConfirmed: () => undefined,
     // The runtime asks before the payload check (with a schema) and before the handler.
@@ -394,13 +439,24 @@ const execute = async (path: ModelPath, index: number) => {
     expect(renewal!.outcome).toBe("fenced");
     actor.send({ type: "LEASE_LOST" });
   };
+  const cancel = async () => {
+    // As an operator and the supervisor do: the row is cancelled under our claim, then the job is
+    // told (by the cancel's notification, or by a renewal that finds it cancelled).
+    expect(await cancelJob(db.pool, claimed!.id)).toMatchObject({ outcome: "applied" });
+    claim.cancelled = true;
+    const [renewal] = await renewLeases(db.pool, [{ id: claimed!.id, token: claimed!.claimToken, leaseMs: 30_000 }]);
+    expect(renewal!.outcome).toBe("cancelled");
+    actor.send({ type: "CANCEL" });
+  };
   onValidatorHang = async () => {
+    if (script.validatorHangs === "cancel") await cancel();
     if (script.validatorHangs === "leaseLost") await loseLease();
     if (script.validatorHangs === "drain") actor.send({ type: "DRAIN_DEADLINE" });
     // As the supervisor's lease watch does when a lease went unconfirmed past its deadline.
     if (script.validatorHangs === "leaseExpired") actor.send(leaseExpired as never);
   };
   onHandlerStart = async () => {
+    if (script.handler === "cancel") await cancel();
     if (script.handler === "leaseLost") await loseLease();
     if (script.handler === "drain") actor.send({ type: "DRAIN_DEADLINE" });
     if (script.handler === "leaseExpired") actor.send(leaseExpired as never);
@@ -420,23 +476,29 @@ const execute = async (path: ModelPath, index: number) => {
   if (script.waitEnds === "drain") actor.send({ type: "DRAIN_DEADLINE" });
   if (script.waitEnds === "leaseLost") await loseLease();
   if (script.waitEnds === "leaseExpired") actor.send(leaseExpired as never);
-  if (holder !== null) {
+  if (script.waitEnds === "cancel") await cancel();
+  if (script.write === "abandon") {
     // The drain's time runs out while the write is still waiting on the locked row.
     await inWriteState;
     await new Promise((r) => setTimeout(r, 100));
     actor.send({ type: "ABANDON" });
   }
   const done = { output: await finished };
-  if (holder !== null) {
+  if (script.write === "abandon") {
     // A write attempt already sent when ABANDON came still finds the row locked (and is told it is
     // busy); only then does the lock go. Nothing may be written after that.
     await expect.poll(runtimeIdle, { timeout: 10_000, interval: 5 }).toBe(true);
-    await holder.query("COMMIT");
+    await (holder as pg.Client | null)!.query("COMMIT");
   }
   const finalRow = await readRow(db.pool, claimed!.id);
   if (script.write === "error") await db.pool.query(`DROP TRIGGER refuse_${type.replace("-", "_")} ON picket.jobs`);
 
-  expect(states, "the runtime took the path the model generated").toEqual(path.states);
+  // A step recorded stays in running: the path names running twice, the observed states once.
+  const pathStates = path.states.filter((state, i) => state !== path.states[i - 1]);
+  expect(states, "the runtime took the path the model generated").toEqual(pathStates);
+  const steps = (await db.pool.query("SELECT name, attempt, claim_token FROM picket.job_steps WHERE job_id = $1", [claimed!.id])).rows;
+  expect(steps, "a step is recorded, under the claim, exactly when the path records one").toEqual(script.step ? [{ name: "one", attempt: claim.attempts, claim_token: claim.token }] : []);
+  expect(stepRuns).toBe(script.step ? 1 : 0);
   expect(handlerRuns, "the handler runs exactly when the machine enters running on a lease it can prove").toBe(path.states.includes("running") && script.lapsesAt !== "handler" ? 1 : 0);
   // A row read when the machine entered a state may land after the machine moved on: it must
   // match that state or one the path reaches later (the final one included).
@@ -449,7 +511,7 @@ const execute = async (path: ModelPath, index: number) => {
     }
   };
   for (const [i, [state, row]] of (await Promise.all(checks)).entries()) {
-    const later = path.states.slice(i);
+    const later = pathStates.slice(i);
     const ok = later.some((s) => s !== later.at(-1) && rowMatchesTransient(s, row, claim)) || finalMatches(row);
     expect(ok, `row read in ${state}: ${JSON.stringify(row)}`).toBe(true);
   }

@@ -93,7 +93,7 @@ describe("random interleavings on two connections", () => {
   it("never apply a write made with a stale token, and never leave two live claims", async () => {
     const connections: pg.Client[] = [await db.connect(), await db.connect()];
     let round = 0;
-    const seen = { applied: 0, fenced: 0, busy: 0 };
+    const seen = { applied: 0, fenced: 0, busy: 0, cancelled: 0 };
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { minLength: 5, maxLength: 40 }), async (ops) => {
         const type = `prop-${round++}`;

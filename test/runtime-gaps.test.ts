@@ -23,7 +23,7 @@ describe("runtime behaviours", () => {
     const task = defineTask({ name: "tokenless", handler: async () => void runs++ });
     const [job] = await claimed(db.pool, "tokenless");
     const { logger } = captureLogs();
-    const runtime = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined });
+    const runtime = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, cancelled: () => undefined, stepRecorded: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined });
     const { run, done } = observeJob(runtime, { ...job!, claimToken: null as never }, true);
     run.start();
     expect((await done).outcome).toBe("refused");
@@ -41,7 +41,7 @@ describe("runtime behaviours", () => {
     const [job] = await claimed(db.pool, task.name);
     const before = await row(db.pool, job!.id);
     const { logger } = captureLogs();
-    const runtime = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined });
+    const runtime = createJobRuntime({ db: db.pool, statements: { schema: "picket" }, logger, logPayloads: false, taskFor: () => task, leaseLost: () => undefined, cancelled: () => undefined, stepRecorded: () => undefined, handlerSettled: () => undefined, leaseProvable: () => true, leaseConfirmed: () => undefined });
     // In the same turn as the write began: its statement is queued or waiting for a connection.
     let sent = false;
     const { run, done } = observeJob(runtime, job!, slotFree, (state, run) => {

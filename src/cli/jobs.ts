@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { cancelPendingJob, retryDeadJob, type AdminResult } from "../db/index.ts";
+import { cancelJob, getJob, jobSteps, retryDeadJob, type AdminResult } from "../db/index.ts";
 import { statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 const report = (action: string, id: string, result: AdminResult, wanted: string): void => {
@@ -23,8 +23,18 @@ export const jobsCommand = (program: Command): void => {
     async (id: string, options: DatabaseOptions) =>
       report("retried", id, await withPool(options, (pool) => retryDeadJob(pool, id, statementOptions(options))), "dead"),
   );
-  withDatabaseOptions(jobs.command("cancel").description("cancel a pending job").argument("<id>")).action(
+  withDatabaseOptions(jobs.command("show").description("print a job's row and its recorded steps, as JSON").argument("<id>")).action(
+    async (id: string, options: DatabaseOptions) => {
+      const found = await withPool(options, async (pool) => {
+        const job = await getJob(pool, id, statementOptions(options));
+        return job === null ? null : { ...job, steps: await jobSteps(pool, job.id, statementOptions(options)) };
+      });
+      if (found === null) throw new Error(`job ${id} does not exist`);
+      process.stdout.write(`${JSON.stringify(found, null, 2)}\n`);
+    },
+  );
+  withDatabaseOptions(jobs.command("cancel").description("cancel a pending or running job (a running one's handler is interrupted)").argument("<id>")).action(
     async (id: string, options: DatabaseOptions) =>
-      report("cancelled", id, await withPool(options, (pool) => cancelPendingJob(pool, id, statementOptions(options))), "pending"),
+      report("cancelled", id, await withPool(options, (pool) => cancelJob(pool, id, statementOptions(options))), "pending or processing"),
   );
 };

@@ -158,7 +158,7 @@ function render(s) {
   }).join("") || '<p class="muted">no history yet</p>';
   $("workers").innerHTML = s.workers.length === 0 ? '<p class="muted">no worker has written a heartbeat</p>' : s.workers.map((w) => {
     const silent = w.silentMs > 10000;
-    const jobs = w.jobs.slice(0, 12).map((j) => '<div data-testid="job" data-job-id="' + esc(j.id) + '" data-state="' + esc(j.state) + '">' + chart("job", j.state, 'job <a class="job" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a> · " + esc(j.type) + " · " + esc(j.state)) + "</div>").join("");
+    const jobs = w.jobs.slice(0, 12).map((j) => '<div data-testid="job" data-job-id="' + esc(j.id) + '" data-state="' + esc(j.state) + '">' + chart("job", j.state, 'job <a class="job" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a> · " + esc(j.type) + " · " + esc(j.state)) + '<button data-action="cancel" data-id="' + esc(j.id) + '">cancel</button></div>').join("");
     return '<div class="worker" data-testid="worker" data-worker-id="' + esc(w.id) + '"><h3>' + esc(w.id) + '</h3><div class="muted">' + esc(w.host) + " · pid " + w.pid + " · picket " + esc(w.version) + " · since " + new Date(w.startedAt).toLocaleString() +
       ' · <span class="' + (silent ? "bad" : "") + '">last beat ' + (w.silentMs / 1000).toFixed(1) + " s ago</span> · concurrency " + w.concurrency + " · running " + w.running + " · waiting " + w.waiting + "</div>" +
       '<div class="charts">' + chart("supervisor", w.state, "supervisor · " + esc(w.state)) + jobs + (w.jobs.length < w.running + w.waiting ? '<div class="muted">… ' + (w.running + w.waiting - w.jobs.length) + " more</div>" : "") + "</div></div>";
@@ -181,7 +181,9 @@ async function openJob(id) {
     '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + job.maxAttempts], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
       .map(([k, v]) => "<tr><th>" + k + "</th><td>" + esc(v) + "</td></tr>").join("") +
     "<tr><th>progress</th><td><pre>" + esc(JSON.stringify(job.progress)) + "</pre></td></tr><tr><th>result</th><td><pre>" + esc(JSON.stringify(job.result)) + "</pre></td></tr>" +
-    "<tr><th>errors</th><td>" + ((job.errors ?? []).map((e) => '<div class="muted">attempt ' + e.attempt + " · " + esc(e.at) + "</div><pre>" + esc(e.stack ?? e.message) + "</pre>").join("") || "none") + "</td></tr></table>";
+    "<tr><th>steps</th><td>" + ((job.steps ?? []).map((st) => '<div data-testid="step"><b>' + esc(st.name) + '</b> <span class="muted">attempt ' + st.attempt + " · " + esc(st.createdAt) + "</span><pre>" + esc(JSON.stringify(st.result)) + "</pre></div>").join("") || "none") + "</td></tr>" +
+    "<tr><th>errors</th><td>" + ((job.errors ?? []).map((e) => '<div class="muted">attempt ' + e.attempt + " · " + esc(e.at) + "</div><pre>" + esc(e.stack ?? e.message) + "</pre>").join("") || "none") + "</td></tr></table>" +
+    (job.status === "pending" || job.status === "processing" ? '<button data-action="cancel" data-id="' + esc(id) + '">cancel</button>' : "");
 }
 
 document.addEventListener("click", async (event) => {

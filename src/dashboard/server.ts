@@ -11,7 +11,7 @@ import { createServer, type Server } from "node:http";
 import { NodeHttpServer } from "@effect/platform-node";
 import { Effect, Layer, Stream } from "effect";
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http";
-import { cancelPendingJob, dashboardSnapshot, getJob, retryDeadJob, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
+import { cancelJob, dashboardSnapshot, getJob, jobSteps, retryDeadJob, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
 import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
 
@@ -100,14 +100,19 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       "/api/jobs/:id",
       Effect.gen(function* () {
         const { id } = yield* HttpRouter.params;
-        return yield* Effect.tryPromise(() => getJob(db, id ?? "", statements)).pipe(
+        // The job with its recorded steps: its history as a handler wrote it.
+        const read = async () => {
+          const job = await getJob(db, id ?? "", statements);
+          return job === null ? null : { ...job, steps: await jobSteps(db, job.id, statements) };
+        };
+        return yield* Effect.tryPromise(read).pipe(
           Effect.map((job) => (job === null ? json({ error: `no job ${id}` }, 404) : json(job))),
           Effect.catch((error) => Effect.succeed(failure(error))),
         );
       }),
     ),
     HttpRouter.add("POST", "/api/jobs/:id/retry", admin(retryDeadJob)),
-    HttpRouter.add("POST", "/api/jobs/:id/cancel", admin(cancelPendingJob)),
+    HttpRouter.add("POST", "/api/jobs/:id/cancel", admin(cancelJob)),
   );
 };
 

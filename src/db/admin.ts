@@ -1,6 +1,7 @@
 import { type Job, type JobId, type JobStatus, jobColumns } from "./job-row.ts";
 import { isUniqueViolation } from "./errors.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
+import { CANCEL_PREFIX, notifyChannel } from "./notify.ts";
 import { runStatement } from "./statement.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 
@@ -12,8 +13,7 @@ export type AdminResult =
   /** Retrying would make a second live job with the key: `heldBy` is the live job that has it. */
   | { outcome: "key_taken"; key: string; heldBy: JobId; heldByStatus: JobStatus };
 
-// Admin writes name the status they act on, so they can never touch a claimed job: cancelling
-// is for pending jobs only (a running job is stopped by its worker), and retry for dead ones.
+// Admin writes name the status they act on: retry is for dead jobs, cancel for live ones.
 const retryDeadSql = perSchema(
   (schema) => `
   UPDATE ${schema}.jobs AS j
@@ -23,12 +23,27 @@ const retryDeadSql = perSchema(
   RETURNING ${jobColumns("j")}`,
 );
 
-const cancelPendingSql = perSchema(
+// Cancel takes a live job, pending or processing, to cancelled in one statement that locks the
+// row first: a cancel and a worker's fenced completion (both wait for the row lock and re-check
+// the status on its newest version) leave exactly one of the two outcomes. The claim token stays on
+// a cancelled row, so the claiming worker's later writes are fenced and report "cancelled". A
+// processing job's worker is told at once (the NOTIFY goes out at commit, naming the job and its
+// claim); without LISTEN it learns at its next lease renewal.
+const cancelSql = perSchema(
   (schema) => `
-  UPDATE ${schema}.jobs AS j
-  SET status = 'cancelled', finished_at = now(), updated_at = now()
-  WHERE j.id = $1::bigint AND j.status = 'pending'
-  RETURNING ${jobColumns("j")}`,
+  WITH target AS (
+    SELECT t.id, t.status AS was FROM ${schema}.jobs AS t
+    WHERE t.id = $1::bigint AND t.status IN ('pending', 'processing')
+    FOR UPDATE
+  ), cancelled AS (
+    UPDATE ${schema}.jobs AS j
+    SET status = 'cancelled', finished_at = now(), lock_until = NULL, updated_at = now()
+    FROM target
+    WHERE j.id = target.id
+    RETURNING j.*, target.was
+  )
+  SELECT ${jobColumns("c")} FROM cancelled AS c
+  LEFT JOIN LATERAL (SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || c.id || ':' || c.claim_token) WHERE c.was = 'processing') AS told ON true`,
 );
 
 const getJobSql = perSchema((schema) => `SELECT ${jobColumns("j")} FROM ${schema}.jobs AS j WHERE j.id = $1::bigint`);
@@ -74,8 +89,12 @@ const adminWrite = (sql: (schema: string) => string) =>
 /** A dead job gets a fresh set of attempts and is ready at once; its error history is kept. */
 export const retryDeadJob = adminWrite(retryDeadSql);
 
-/** A pending job is cancelled and will never run. */
-export const cancelPendingJob = adminWrite(cancelPendingSql);
+/**
+ * A live job is cancelled: a pending one never runs; a processing one's handler is interrupted by
+ * its worker (at once with LISTEN, at its next lease renewal without) and nothing it does after is
+ * recorded. A job that finished first reports wrong_status with the status it finished with.
+ */
+export const cancelJob = adminWrite(cancelSql);
 
 export const getJob = async (db: Queryable, id: JobId | number, options: StatementOptions = {}): Promise<Job | null> => {
   const { rows } = await runStatement<Job>(db, { text: getJobSql(options.schema ?? DEFAULT_SCHEMA), values: [checkId(id)] }, options);

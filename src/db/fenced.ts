@@ -17,17 +17,20 @@ export interface Claim {
  * - "applied": written under the live claim.
  * - "fenced": the claim was lost (reclaimed, finished, released or cancelled meanwhile): nothing
  *   was written and the caller must not act as owner.
+ * - "cancelled": the claim was lost to a cancel (cancelJob): the row is cancelled under this very
+ *   token. Nothing was written; the worker stops the job as cancelled rather than as stolen.
  * - "busy": another session holds the row locked (an operator's query, a migration), so nothing
  *   was written; the claim was still ours when the statement began. Try again later.
  */
 export type FencedResult =
   | { id: JobId; outcome: "applied"; status: JobStatus; runAt: Date; lockUntil: Date | null }
   | { id: JobId; outcome: "fenced" }
+  | { id: JobId; outcome: "cancelled" }
   | { id: JobId; outcome: "busy" };
 
 // THE FENCE. Every write after a claim matches the row by id, the claim's token, and
 // status = 'processing', and by nothing else; `c` is the batch of claims the write is made under.
-const fence = (row: string): string => `${row}.id = c.id AND ${row}.claim_token = c.token AND ${row}.status = 'processing'`;
+export const fence = (row: string): string => `${row}.id = c.id AND ${row}.claim_token = c.token AND ${row}.status = 'processing'`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -53,7 +56,9 @@ const errorText = (error: unknown): string => {
  * the rows locked are written: a batch never waits on a row lock, so one row held by an operator
  * cannot hold up the other claims in the batch, and two batches cannot deadlock. A skipped row is
  * reported busy when the statement's snapshot shows the claim live, fenced when it shows it lost
- * (a lost claim never comes back: tokens are not reused).
+ * (a lost claim never comes back: tokens are not reused). A locked row the fence refused is reported
+ * cancelled when it was cancelled under this claim: the lock returns the row's newest version, so
+ * a cancel that committed while the statement ran is seen (cancelJob keeps the token on the row).
  */
 const fencedWrite = <T extends Claim>(
   statement: string,
@@ -69,7 +74,8 @@ const fencedWrite = <T extends Claim>(
     // generic plan did, at 3x the cost per job).
     return `
   WITH locked AS (
-    SELECT c.* FROM unnest($1::bigint[], $2::uuid[]${params.map((p) => `, ${p}`).join("")}) AS c(id, token${names})
+    SELECT c.*, l.status AS row_status, l.claim_token AS row_token
+    FROM unnest($1::bigint[], $2::uuid[]${params.map((p) => `, ${p}`).join("")}) AS c(id, token${names})
     JOIN ${schema}.jobs AS l ON l.id = c.id
     ORDER BY l.id
     FOR UPDATE OF l SKIP LOCKED
@@ -80,6 +86,9 @@ const fencedWrite = <T extends Claim>(
     RETURNING j.id, c.token, j.status, j.run_at AS "runAt", j.lock_until AS "lockUntil"
   )
   SELECT id, token, status, "runAt", "lockUntil" FROM written
+  UNION ALL
+  SELECT c.id, c.token, 'cancelled', NULL, NULL FROM locked AS c
+  WHERE c.row_status = 'cancelled' AND c.row_token = c.token
   UNION ALL
   SELECT c.id, c.token, NULL, NULL, NULL FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
   WHERE NOT EXISTS (SELECT 1 FROM locked WHERE locked.id = c.id)
@@ -110,6 +119,8 @@ const fencedWrite = <T extends Claim>(
       const row = found.get(`${item.id}/${item.token}`);
       if (row === undefined) return { id: item.id, outcome: "fenced" };
       if (row.status === null) return { id: item.id, outcome: "busy" };
+      // (A written row is never cancelled: the fence matched it processing.)
+      if (row.status === "cancelled") return { id: item.id, outcome: "cancelled" };
       return { id: item.id, outcome: "applied", status: row.status, runAt: row.runAt, lockUntil: row.lockUntil };
     });
   };

@@ -19,3 +19,4 @@ export * from "./sweep.ts";
 export * from "./stats.ts";
 export * from "./workers.ts";
 export * from "./dashboard.ts";
+export * from "./steps.ts";

@@ -8,14 +8,23 @@ import { runStatement } from "./statement.ts";
 /** The NOTIFY channel enqueues signal on; one per schema. */
 export const notifyChannel = (schema: string): string => `picket:${checkSchemaName(schema)}`;
 
-// Task names never contain '?' or '*' (checkTaskName), so neither payload can be mistaken for one.
+// Task names never contain '?', '!' or '*' (checkTaskName), so no such payload can be mistaken for one.
 const PROBE_PREFIX = "?probe:";
+/** A cancelled processing job: `!cancel:<id>:<claim token>` (sent by cancelJob). */
+export const CANCEL_PREFIX = "!cancel:";
 
-/** What one notification says: a probe's id, or the task types with work ready (all: any type). */
-export type Wake = { probe: string } | { types: "all" | string[] };
+/**
+ * What one notification says: a probe's id, a processing job cancelled under a claim, or the task
+ * types with work ready (all: any type).
+ */
+export type Wake = { probe: string } | { cancel: { id: string; token: string } } | { types: "all" | string[] };
 
 export const parseWake = (payload: string): Wake => {
   if (payload.startsWith(PROBE_PREFIX)) return { probe: payload.slice(PROBE_PREFIX.length) };
+  if (payload.startsWith(CANCEL_PREFIX)) {
+    const [id = "", token = ""] = payload.slice(CANCEL_PREFIX.length).split(":");
+    return { cancel: { id, token } };
+  }
   if (payload === "*") return { types: "all" };
   return { types: payload.split(",").filter(Boolean) };
 };

@@ -36,6 +36,7 @@ export type JobOutcome =
   | "released" // given back at the drain deadline, attempt not charged
   | "fenced" // a write (or a lease renewal) found the claim lost: nothing written by us
   | "abandoned" // the outcome could not be written (or the drain's time ran out); the sweep retries the job after its lease
+  | "cancelled" // cancelled by an operator (cancelJob) while claimed: the handler was interrupted, nothing written by us
   | "refused"; // no claim token: never run, never written
 
 export interface JobMachineContext {
@@ -51,6 +52,8 @@ export interface JobMachineContext {
   outcome: JobOutcome | null;
   /** The write error that left the job to the sweep. */
   writeError: string | null;
+  /** The last durable step this run recorded (an inspector sees how far the handler got). */
+  lastStep: string | null;
 }
 
 export type JobMachineEvent =
@@ -68,7 +71,14 @@ export type JobMachineEvent =
    */
   | { type: "LEASE_EXPIRED"; unconfirmedMs: number }
   /** The drain's time is over: give up whatever is still being written; the sweep takes the job back. */
-  | { type: "ABANDON" };
+  | { type: "ABANDON" }
+  /**
+   * The job was cancelled (cancelJob wrote it cancelled, under this claim): stop the handler, write
+   * nothing. Sent on the cancel's notification, or when a renewal or progress write finds it.
+   */
+  | { type: "CANCEL" }
+  /** The handler recorded a durable step's result under the claim (ctx.step). */
+  | { type: "STEP_RECORDED"; name: string };
 
 /** The input every write actor gets: the claim, and what to write. */
 export interface WriteInput {
@@ -130,6 +140,13 @@ const giveUpWrite = {
   },
 } as const;
 
+// In every write state: a write refused because the job was cancelled meanwhile (the cancel won the
+// row) ends the job as cancelled, not as a claim stolen by another worker.
+const cancelledWrite = {
+  guard: { type: "cancelledMeanwhile", params: ({ event }: { event: { output: FencedResult } }) => event.output },
+  target: "cancelled",
+} as const;
+
 export const jobMachine = setup({
   types: {
     context: {} as JobMachineContext,
@@ -155,6 +172,7 @@ export const jobMachine = setup({
     isPermanent: (_, failure: HandlerFailure) => failure.permanent,
     leaseLapsed: (_, failure: HandlerFailure) => failure.leaseLapsed === true,
     applied: (_, result: FencedResult) => result.outcome === "applied",
+    cancelledMeanwhile: (_, result: FencedResult) => result.outcome === "cancelled",
     wentDead: (_, result: FencedResult) => result.outcome === "applied" && result.status === "dead",
   },
   delays: {
@@ -165,12 +183,14 @@ export const jobMachine = setup({
     setError: assign({ error: (_, error: JobError) => error }),
     setOutcome: assign({ outcome: (_, outcome: JobOutcome) => outcome }),
     setIntended: assign({ intended: (_, intended: JobOutcome) => intended }),
+    setLastStep: assign({ lastStep: (_, name: string) => name }),
     setWriteError: assign({ writeError: (_, error: unknown) => (error instanceof Error ? error.message : String(error)) }),
     // Logging and metrics are the runtime's; the machine only names the moments.
     reportOutcome: () => undefined,
     reportFenced: () => undefined,
     reportAbandoned: () => undefined,
     reportRefused: () => undefined,
+    reportCancelled: () => undefined,
   },
 }).createMachine({
   id: "job",
@@ -185,6 +205,7 @@ export const jobMachine = setup({
     intended: null,
     outcome: null,
     writeError: null,
+    lastStep: null,
   }),
   initial: "claimed",
   states: {
@@ -214,6 +235,7 @@ export const jobMachine = setup({
         RELEASE: { target: "releasing" },
         DRAIN_DEADLINE: { target: "releasing" },
         LEASE_LOST: { target: "fenced" },
+        CANCEL: { target: "cancelled" },
         // Nothing ran: give the job back, its attempt not charged.
         LEASE_EXPIRED: { target: "releasing" },
       },
@@ -231,6 +253,7 @@ export const jobMachine = setup({
       },
       on: {
         LEASE_LOST: { target: "fenced", actions: { type: "setIntended", params: "completed" as JobOutcome } },
+        CANCEL: { target: "cancelled" },
         DRAIN_DEADLINE: { target: "releasing" },
         LEASE_EXPIRED: { target: "failing", actions: { type: "setError", params: leaseExpired } },
       },
@@ -289,6 +312,9 @@ export const jobMachine = setup({
           target: "fenced",
           actions: { type: "setIntended", params: "completed" as JobOutcome },
         },
+        // Leaving `running` interrupts the handler; the row is already cancelled.
+        CANCEL: { target: "cancelled" },
+        STEP_RECORDED: { actions: { type: "setLastStep", params: ({ event }) => event.name } },
         DRAIN_DEADLINE: { target: "releasing" },
         // The attempt did not finish: charged and retried after the backoff, like a crash the sweep finds.
         LEASE_EXPIRED: { target: "failing", actions: { type: "setError", params: leaseExpired } },
@@ -303,6 +329,7 @@ export const jobMachine = setup({
         input: writeInput,
         onDone: [
           { guard: { type: "applied", params: ({ event }) => event.output }, target: "done", actions: { type: "setOutcome", params: "completed" as JobOutcome } },
+          cancelledWrite,
           { target: "fenced" },
         ],
         onError: { target: "abandoned", actions: { type: "setWriteError", params: ({ event }: { event: { error: unknown } }) => event.error } },
@@ -318,6 +345,7 @@ export const jobMachine = setup({
         onDone: [
           { guard: { type: "wentDead", params: ({ event }) => event.output }, target: "done", actions: { type: "setOutcome", params: "dead" as JobOutcome } },
           { guard: { type: "applied", params: ({ event }) => event.output }, target: "done", actions: { type: "setOutcome", params: "retried" as JobOutcome } },
+          cancelledWrite,
           { target: "fenced" },
         ],
         onError: { target: "abandoned", actions: { type: "setWriteError", params: ({ event }: { event: { error: unknown } }) => event.error } },
@@ -332,6 +360,7 @@ export const jobMachine = setup({
         input: writeInput,
         onDone: [
           { guard: { type: "applied", params: ({ event }) => event.output }, target: "done", actions: { type: "setOutcome", params: "dead" as JobOutcome } },
+          cancelledWrite,
           { target: "fenced" },
         ],
         onError: { target: "abandoned", actions: { type: "setWriteError", params: ({ event }: { event: { error: unknown } }) => event.error } },
@@ -346,6 +375,7 @@ export const jobMachine = setup({
         input: writeInput,
         onDone: [
           { guard: { type: "applied", params: ({ event }) => event.output }, target: "done", actions: { type: "setOutcome", params: "released" as JobOutcome } },
+          cancelledWrite,
           { target: "fenced" },
         ],
         onError: { target: "abandoned", actions: { type: "setWriteError", params: ({ event }: { event: { error: unknown } }) => event.error } },
@@ -358,6 +388,11 @@ export const jobMachine = setup({
     abandoned: {
       type: "final",
       entry: [{ type: "setOutcome", params: "abandoned" as JobOutcome }, "reportAbandoned"],
+    },
+    // An operator cancelled the job under our claim; the cancel was the row's last write.
+    cancelled: {
+      type: "final",
+      entry: [{ type: "setOutcome", params: "cancelled" as JobOutcome }, "reportCancelled"],
     },
     refused: {
       type: "final",

@@ -147,7 +147,7 @@ export class HeldJobs {
   private claimRoundTripMs: number | undefined;
   /** Which task the next claim offers its slots to first. */
   private rotation = 0;
-  readonly outcomes: Record<JobOutcome, number> = { completed: 0, retried: 0, dead: 0, released: 0, fenced: 0, abandoned: 0, refused: 0 };
+  readonly outcomes: Record<JobOutcome, number> = { completed: 0, retried: 0, dead: 0, released: 0, fenced: 0, abandoned: 0, cancelled: 0, refused: 0 };
   /** The last renewal round: what went wrong (null: it wrote every lease it could) and how many rows were busy. */
   private lastRenewal: { error: string | null; busy: number } = { error: null, busy: 0 };
 
@@ -305,6 +305,7 @@ export class HeldJobs {
       const entry = live[i]!;
       if (result.outcome === "applied") entry.confirmedAt = Math.max(entry.confirmedAt, sentAt);
       else if (result.outcome === "busy") busy++;
+      else if (result.outcome === "cancelled") this.cancelled(entry);
       else this.renewalFenced(entry);
     });
     this.lastRenewal = { error: null, busy };
@@ -388,6 +389,23 @@ export class HeldJobs {
       if (slotFreed) this.startQueued();
       this.options.turnEnded(finished, slotFreed);
     });
+  }
+
+  /**
+   * The job was cancelled under its claim (told by the cancel's notification, or found by a
+   * renewal): a job before its outcome stops; one writing its outcome learns it from that write.
+   */
+  cancelled({ job, actor }: HeldJob): void {
+    if (!beforeOutcome(actor.state)) return;
+    this.logger.info({ job_id: job.id, task: job.type, claim_token: job.claimToken }, `job ${job.id} was cancelled; interrupting its handler`);
+    actor.send({ type: "CANCEL" });
+  }
+
+  /** The cancel's notification named a claim: the job this worker holds under it, if any, stops. */
+  cancelledClaim(claim: { id: string; token: string }): void {
+    for (const entry of this.running.values()) {
+      if (entry.job.id === claim.id && entry.job.claimToken === claim.token) return this.cancelled(entry);
+    }
   }
 
   /** A renewal found the claim gone: only a job before its outcome lost it to another worker. */

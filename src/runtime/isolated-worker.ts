@@ -23,6 +23,10 @@ try {
     job: data.job,
     idempotencyKey: data.idempotencyKey,
     stepKey: (step: string) => `${data.idempotencyKey}:${step}`,
+    // A step's record is written under the claim by the worker's own connections, which a thread does not have.
+    step: async () => {
+      throw new Error("picket: ctx.step is not available to isolated handlers; record the step's result in your own store keyed by ctx.stepKey(name).");
+    },
     reportProgress: async (progress: unknown) => port.postMessage({ type: "progress", value: progress }),
     signal: new AbortController().signal,
   });

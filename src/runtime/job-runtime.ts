@@ -23,6 +23,7 @@ import { logAttempt } from "./attempt-log.ts";
 import { WorkerMetrics } from "./metrics.ts";
 import { jobLogger, type Logger } from "./logger.ts";
 import { runHandler } from "./run-handler.ts";
+import { stepsFor } from "./steps.ts";
 import { checkPayload, type HandlerContext, type Task } from "./task.ts";
 import type { Inspector } from "./inspection.ts";
 import { runAlongPath, type JobRun, type RunObserver, type RunOptions } from "./job-runner.ts";
@@ -58,6 +59,10 @@ export interface JobRuntimeDeps {
   taskFor: (type: string) => Task | undefined;
   /** A progress write found the claim fenced: the job's machine must be told. */
   leaseLost: (job: ClaimedJob) => void;
+  /** A write under the claim found the job cancelled: the job's machine must be told. */
+  cancelled: (job: ClaimedJob) => void;
+  /** A durable step's result was recorded under the claim: the job's machine is told. */
+  stepRecorded: (job: ClaimedJob, name: string) => void;
   /** The job's handler has returned or thrown (its outcome is on its way to the machine). */
   handlerSettled: (job: ClaimedJob) => void;
   /** Whether the worker can still prove the job's lease on its own clock (user code may start). */
@@ -118,6 +123,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
       },
       idempotencyKey,
       stepKey: (step) => `${idempotencyKey}:${step}`,
+      step: stepsFor({ db, statements: options, recorded: deps.stepRecorded, leaseLost: deps.leaseLost, cancelled: deps.cancelled }, job, signal),
       // Progress is telemetry: a failed write is logged, never thrown into the handler. A fenced
       // one means the claim is gone, so the handler is interrupted like on a fenced renewal.
       reportProgress: async (progress) => {
@@ -130,6 +136,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
             const [result] = await reportProgress(db, [{ ...claimOf(job), progress, leaseMs: job.leaseMs }], options);
             if (result?.outcome === "applied") deps.leaseConfirmed(job, sentAt);
             if (result?.outcome === "fenced") deps.leaseLost(job);
+            if (result?.outcome === "cancelled") deps.cancelled(job);
             if (result?.outcome !== "busy") return;
             if (wait > 160) return logger().debug("progress not written: the job's row is held by another session");
             await new Promise((resolve) => setTimeout(resolve, wait));
@@ -171,6 +178,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
           `could not record the outcome (${intended}) of job ${job.id}: ${writeError}; it stays processing and the sweep takes it back after its lease`,
         ),
       reportRefused: ({ context: { job } }) => log(job).error(`job ${job.id} has no claim token; refused, never run unfenced`),
+      reportCancelled: ({ context: { job } }) => log(job).info(`job ${job.id} was cancelled while claimed; its handler was interrupted and nothing more is written for it`),
     },
   });
 

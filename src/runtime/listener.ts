@@ -14,6 +14,8 @@ export interface ListenOptions {
   schema: string;
   /** Types with work ready ("all": too many to name). */
   onWake: (types: "all" | string[]) => void;
+  /** A processing job was cancelled under the claim with this token. */
+  onCancel: (claim: { id: string; token: string }) => void;
   /** Sends a probe notification with this id through the worker's own connections. */
   sendProbe: (id: string) => Promise<void>;
   /** How long a probe may take to arrive before LISTEN is reported deaf; default 5 s. */
@@ -45,6 +47,8 @@ export const listenForJobs = (options: ListenOptions): Effect.Effect<never> => {
       const wake = parseWake(message.payload ?? "");
       if ("probe" in wake) {
         if (wake.probe === probeId) heard();
+      } else if ("cancel" in wake) {
+        options.onCancel(wake.cancel);
       } else {
         options.onWake(wake.types);
       }

@@ -191,6 +191,11 @@ export class Supervisor {
       logPayloads: this.config.logPayloads,
       taskFor: (type) => this.tasks.get(type),
       leaseLost: (job) => this.held.get(job)?.actor.send({ type: "LEASE_LOST" }),
+      stepRecorded: (job, name) => this.held.get(job)?.actor.send({ type: "STEP_RECORDED", name }),
+      cancelled: (job) => {
+        const entry = this.held.get(job);
+        if (entry) this.held.cancelled(entry);
+      },
       handlerSettled: (job) => this.held.handlerSettled(job, performance.now()),
       leaseConfirmed: (job, sentAt) => this.held.leaseConfirmed(job, sentAt),
       leaseProvable: (job) => this.held.leaseProvable(job, performance.now()),
@@ -480,6 +485,7 @@ export class Supervisor {
           connection: this.connectionConfig(direct),
           schema: config.schema,
           onWake: (types) => (types === "all" || types.some((t) => ours.has(t))) && send({ type: "WAKE" }),
+          onCancel: (claim) => this.held.cancelledClaim(claim),
           sendProbe: (id) => sendWakeProbe(pool, id, statements),
           where: direct ? describeConnection(direct) : this.options.connectionString ? describeConnection(this.options.connectionString) : "the pool's server",
           logger,

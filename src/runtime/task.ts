@@ -28,6 +28,14 @@ export interface HandlerContext {
   idempotencyKey: string;
   /** A stable key for one named step of the job: `${idempotencyKey}:${step}`. */
   stepKey(step: string): string;
+  /**
+   * A durable step: runs `fn` once per job and records its JSON result under the job's claim
+   * before resolving; every later attempt of the job (after a crash, a timeout or a lost lease)
+   * gets the recorded result back without running `fn`. Rejects with a StepFencedError, and the
+   * run is stopped, when the claim was lost or the job cancelled. Not available to isolated
+   * handlers. Names are 1–200 characters; a name asked for twice in one run runs once.
+   */
+  step<T>(name: string, fn: () => T | Promise<T>): Promise<T>;
 }
 
 /** A handler is an async function, or a function returning an Effect. */
