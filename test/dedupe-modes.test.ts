@@ -9,24 +9,32 @@ import {
   enqueueJobs,
   failJobs,
   InvalidJobError,
-  sweepExpiredClaims,
+  renewLeases,
+  StatementTimeoutError,
   type Job,
   type JobSpec,
   type Queryable,
 } from "../src/db/index.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { claimed, expireLease, row } from "./support/factory.ts";
+import { claimed, row } from "./support/factory.ts";
 
 const db = useTestDatabase();
 
 const rowsWithKey = async (key: string) =>
   (await db.pool.query("SELECT j.id::text AS id, status, payload, attempts FROM picket.jobs AS j WHERE key = $1 ORDER BY j.id", [key])).rows;
-const successor = async (key: string) => (await db.pool.query("SELECT * FROM picket.key_successors WHERE key = $1", [key])).rows[0];
 
-/** Resolves once some session waits for an advisory lock (a replace or window enqueue of a held key, or a worker's write). */
+/** Resolves once some session waits for an advisory lock (a replace or window enqueue of a held key). */
 const someoneWaitsOnKeyLock = () =>
   expect
     .poll(async () => (await db.pool.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rows[0].n, {
+      timeout: 10_000,
+    })
+    .toBe(1);
+
+/** Resolves once some session waits for another transaction (a row lock, or a uniqueness check on an uncommitted row). */
+const someoneWaitsOnTransaction = () =>
+  expect
+    .poll(async () => (await db.pool.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted")).rows[0].n, {
       timeout: 10_000,
     })
     .toBe(1);
@@ -74,78 +82,102 @@ describe("dedupe: replace", () => {
     expect(await rowsWithKey("doc-2")).toEqual([{ id: a!.id, status: "pending", payload: { v: 2 }, attempts: 0 }]);
   });
 
-  it("never writes a processing job: it is returned untouched and the spec becomes the key's next job when it completes", async () => {
+  it("moves the key off a processing job to a new pending job with the spec, writing nothing else of the running row", async () => {
     const [running] = await claimed(db.pool, "index-doc-3", 1, { spec: { key: "doc-3", payload: { v: 1 } } });
     const before = await row(db.pool, running!.id);
-    const returned = await enqueueJob(db.pool, { type: "index-doc-3", key: "doc-3", payload: { v: 2 }, dedupe: "replace" });
-    const later = await enqueueJob(db.pool, { type: "index-doc-3", key: "doc-3", payload: { v: 3 }, dedupe: "replace", priority: 4 });
-    expect([returned.id, later.id]).toEqual([running!.id, running!.id]);
-    expect(returned.status).toBe("processing");
-    // Every column of the running row as it was: payload, claim token, lease, updated_at.
-    expect(await row(db.pool, running!.id)).toEqual(before);
-    expect(await successor("doc-3")).toMatchObject({ type: "index-doc-3", payload: { v: 3 }, priority: 4, waits_for: running!.id });
-    // The claim is intact: its owner's fenced write applies.
-    const [outcome] = await completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]);
-    expect(outcome!.outcome).toBe("applied");
-    const rows = await rowsWithKey("doc-3");
-    expect(rows).toEqual([
-      { id: running!.id, status: "completed", payload: { v: 1 }, attempts: 1 },
-      { id: expect.any(String), status: "pending", payload: { v: 3 }, attempts: 0 },
-    ]);
-    expect(await successor("doc-3")).toBeUndefined();
+    const moved = await enqueueJob(db.pool, { type: "index-doc-3", key: "doc-3", payload: { v: 2 }, dedupe: "replace", priority: 4 });
+    expect(moved.id).not.toBe(running!.id);
+    expect(moved).toMatchObject({ status: "pending", key: "doc-3", payload: { v: 2 }, priority: 4, attempts: 0 });
+    // Every column of the running row as it was (claim token, lease, status, updated_at...) but the key.
+    expect(await row(db.pool, running!.id)).toEqual({ ...before, key: null });
+    // A later replace finds the new job pending and replaces it: one new job, the newest spec.
+    const later = await enqueueJob(db.pool, { type: "index-doc-3", key: "doc-3", payload: { v: 3 }, dedupe: "replace" });
+    expect(later.id).toBe(moved.id);
+    expect(await rowsWithKey("doc-3")).toEqual([{ id: moved.id, status: "pending", payload: { v: 3 }, attempts: 0 }]);
+    // A "live" enqueue of the key now returns the new job.
+    expect((await enqueueJob(db.pool, { type: "index-doc-3", key: "doc-3" })).id).toBe(moved.id);
   });
 
-  it("hands the key to the successor when the running job goes back to pending (a retry) or is reclaimed dead", async () => {
-    const [retried] = await claimed(db.pool, "index-doc-4", 1, { spec: { key: "doc-4", payload: { v: 1 }, maxAttempts: 5 } });
-    await enqueueJob(db.pool, { type: "index-doc-4", key: "doc-4", payload: { v: 2 }, dedupe: "replace" });
+  it("the worker's fenced writes still apply to a job whose key moved: renew, complete, and fail (a retry runs without the key)", async () => {
+    const [done, retried] = await claimed(db.pool, "index-fenced", 2, { spec: { maxAttempts: 5 } });
+    await db.pool.query("UPDATE picket.jobs SET key = 'f-' || id WHERE id = ANY($1::bigint[])", [[done!.id, retried!.id]]);
+    const [doneNext, retriedNext] = await enqueueJobs(db.pool, [
+      { type: "index-fenced", key: `f-${done!.id}`, dedupe: "replace" },
+      { type: "index-fenced", key: `f-${retried!.id}`, dedupe: "replace" },
+    ]);
+    const renewed = await renewLeases(db.pool, [
+      { id: done!.id, token: done!.claimToken, leaseMs: 120_000 },
+      { id: retried!.id, token: retried!.claimToken, leaseMs: 120_000 },
+    ]);
+    expect(renewed.map((r) => r.outcome)).toEqual(["applied", "applied"]);
+    expect((await completeJobs(db.pool, [{ id: done!.id, token: done!.claimToken, result: { ok: 1 } }]))[0]!.outcome).toBe("applied");
     expect((await failJobs(db.pool, [{ id: retried!.id, token: retried!.claimToken, error: "boom" }]))[0]!.outcome).toBe("applied");
-    // The same row, pending again, now carries the newest spec with its attempts started again.
-    expect(await rowsWithKey("doc-4")).toEqual([{ id: retried!.id, status: "pending", payload: { v: 2 }, attempts: 0 }]);
-    expect(await row(db.pool, retried!.id)).toMatchObject({ last_error: null, claim_token: null });
-
-    const [lost] = await claimed(db.pool, "index-doc-5", 1, { spec: { key: "doc-5", payload: { v: 1 }, maxAttempts: 1 } });
-    await enqueueJob(db.pool, { type: "index-doc-5", key: "doc-5", payload: { v: 2 }, dedupe: "replace" });
-    await expireLease(db.pool, lost!.id);
-    await sweepExpiredClaims(db.pool, 100);
-    expect((await rowsWithKey("doc-5")).map((r) => [r.status, r.payload])).toEqual([
-      ["dead", { v: 1 }],
-      ["pending", { v: 2 }],
-    ]);
+    expect(await row(db.pool, done!.id)).toMatchObject({ status: "completed", result: { ok: 1 }, key: null });
+    // The old run's retry no longer holds the key: it is pending beside the new job, which keeps it.
+    expect(await row(db.pool, retried!.id)).toMatchObject({ status: "pending", attempts: 1, last_error: "boom", key: null });
+    expect(await rowsWithKey(`f-${done!.id}`)).toEqual([{ id: doneNext!.id, status: "pending", payload: {}, attempts: 0 }]);
+    expect(await rowsWithKey(`f-${retried!.id}`)).toEqual([{ id: retriedNext!.id, status: "pending", payload: {}, attempts: 0 }]);
   });
 
-  it("a worker finishing the running job while a replace of its key is uncommitted waits for it, so the successor is never left behind", async () => {
-    const [running] = await claimed(db.pool, "index-doc-6", 1, { spec: { key: "doc-6", payload: { v: 1 } } });
-    const replacer = await db.connect();
-    await replacer.query("BEGIN");
-    await enqueueJob(replacer, { type: "index-doc-6", key: "doc-6", payload: { v: 2 }, dedupe: "replace" });
-    const completing = completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]);
-    await someoneWaitsOnKeyLock();
-    await replacer.query("COMMIT");
-    expect((await completing)[0]!.outcome).toBe("applied");
-    expect((await rowsWithKey("doc-6")).map((r) => [r.status, r.payload])).toEqual([
-      ["completed", { v: 1 }],
-      ["pending", { v: 2 }],
-    ]);
-    expect(await successor("doc-6")).toBeUndefined();
+  it("a replace waits for a worker's write in flight on the running row only until that statement commits, then sees its outcome", async () => {
+    const [finishing, failing] = await claimed(db.pool, "index-inflight", 2, { spec: { maxAttempts: 5 } });
+    await db.pool.query("UPDATE picket.jobs SET key = 'w-' || id WHERE id = ANY($1::bigint[])", [[finishing!.id, failing!.id]]);
+    // A worker's write is one statement; holding its transaction open makes "in flight" last.
+    const worker = await db.connect();
+    await worker.query("BEGIN");
+    expect((await completeJobs(worker, [{ id: finishing!.id, token: finishing!.claimToken }]))[0]!.outcome).toBe("applied");
+    const replacing = enqueueJob(db.pool, { type: "index-inflight", key: `w-${finishing!.id}`, payload: { v: 2 }, dedupe: "replace" });
+    await someoneWaitsOnTransaction();
+    await worker.query("COMMIT");
+    // The job finished first, so it keeps its key (a finished job does not hold it) and the spec is a new job.
+    const next = await replacing;
+    expect(await row(db.pool, finishing!.id)).toMatchObject({ status: "completed", key: `w-${finishing!.id}` });
+    expect(next).toMatchObject({ status: "pending", key: `w-${finishing!.id}`, payload: { v: 2 } });
+
+    // A failure in flight makes the job pending again, holding its key: the replace then replaces it.
+    await worker.query("BEGIN");
+    expect((await failJobs(worker, [{ id: failing!.id, token: failing!.claimToken, error: "boom" }]))[0]!.outcome).toBe("applied");
+    const replacingFailed = enqueueJob(db.pool, { type: "index-inflight", key: `w-${failing!.id}`, payload: { v: 3 }, dedupe: "replace" });
+    await someoneWaitsOnTransaction();
+    await worker.query("COMMIT");
+    expect(await replacingFailed).toMatchObject({ id: failing!.id, status: "pending", payload: { v: 3 }, attempts: 0 });
+    expect(await rowsWithKey(`w-${failing!.id}`)).toHaveLength(1);
   });
 
-  it("a replace holding the key's lock is never made to wait for the worker it holds up (the worker locks before it writes)", async () => {
-    const [running] = await claimed(db.pool, "index-doc-9", 1, { spec: { key: "doc-9", payload: { v: 1 } } });
+  it("a replace waiting on a running row that another session keeps locked ends within its statement bound", async () => {
+    const [running] = await claimed(db.pool, "index-held", 1, { spec: { key: "held-1" } });
+    const operator = await db.connect();
+    await operator.query("BEGIN");
+    await operator.query("SELECT 1 FROM picket.jobs WHERE id = $1 FOR UPDATE", [running!.id]);
+    const started = performance.now();
+    await expect(enqueueJob(db.pool, { type: "index-held", key: "held-1", dedupe: "replace" }, { timeoutMs: 1_000 })).rejects.toThrow(StatementTimeoutError);
+    expect(performance.now() - started).toBeLessThan(8_000);
+    // The cancel reaches the server a moment after the caller hears of it: wait until nothing waits.
+    await expect
+      .poll(async () => (await db.pool.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted")).rows[0].n, { timeout: 10_000 })
+      .toBe(0);
+    await operator.query("ROLLBACK");
+    expect(await rowsWithKey("held-1")).toEqual([{ id: running!.id, status: "processing", payload: { i: 0 }, attempts: 1 }]);
+  });
+
+  it("a worker's batch never waits on an open transaction that replaced one of its jobs: the other job applies at once, that one is busy until it commits", async () => {
+    const [moved, other] = await claimed(db.pool, "index-open", 2);
+    await db.pool.query("UPDATE picket.jobs SET key = 'open-1' WHERE id = $1", [moved!.id]);
     const replacer = await db.connect();
     await replacer.query("BEGIN");
-    await enqueueJob(replacer, { type: "index-doc-9", key: "doc-9", payload: { v: 2 }, dedupe: "replace" });
-    const completing = completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]);
-    await someoneWaitsOnKeyLock();
-    // Had the worker changed the row before asking for the lock, this INSERT attempt would wait for
-    // the worker while the worker waits for this transaction: a deadlock.
-    const again = await enqueueJob(replacer, { type: "index-doc-9", key: "doc-9", payload: { v: 3 }, dedupe: "replace" });
-    expect(again.id).toBe(running!.id);
-    await replacer.query("COMMIT");
-    expect((await completing)[0]!.outcome).toBe("applied");
-    expect((await rowsWithKey("doc-9")).map((r) => [r.status, r.payload])).toEqual([
-      ["completed", { v: 1 }],
-      ["pending", { v: 3 }],
+    const next = await enqueueJob(replacer, { type: "index-open", key: "open-1", payload: { v: 2 }, dedupe: "replace" });
+    // The replace's transaction stays open while the worker writes: no wait (SKIP LOCKED), the
+    // other job applied, the moved one reported busy (its row carries the uncommitted key move).
+    const outcomes = await completeJobs(db.pool, [
+      { id: moved!.id, token: moved!.claimToken },
+      { id: other!.id, token: other!.claimToken },
     ]);
+    expect(outcomes.map((o) => o.outcome)).toEqual(["busy", "applied"]);
+    expect((await row(db.pool, other!.id)).status).toBe("completed");
+    await replacer.query("COMMIT");
+    // The worker's retry of the busy one applies.
+    expect((await completeJobs(db.pool, [{ id: moved!.id, token: moved!.claimToken }]))[0]!.outcome).toBe("applied");
+    expect((await rowsWithKey("open-1")).map((r) => [r.id, r.status])).toEqual([[next.id, "pending"]]);
   });
 
   it("two batches naming the same keys in opposite orders take the keys' locks in one order (no deadlock)", async () => {
@@ -185,23 +217,6 @@ describe("dedupe: replace", () => {
     await expect.poll(() => heard, { timeout: 5_000 }).toEqual(["picket:picket|index-wake"]);
   });
 
-  it("a successor that cannot be enqueued never fails the worker's write: the outcome is recorded, the successor kept", async () => {
-    const [running] = await claimed(db.pool, "index-doc-11", 1, { spec: { key: "doc-11", payload: { v: 1 } } });
-    await enqueueJob(db.pool, { type: "index-refused", key: "doc-11", payload: { v: 2 }, dedupe: "replace" });
-    // Stands for any failure of the successor's INSERT (a user's trigger, a constraint added later).
-    await db.pool.query(`
-      CREATE FUNCTION public.refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN IF NEW.type = 'index-refused' THEN RAISE EXCEPTION 'refused by a test trigger'; END IF; RETURN NEW; END $$;
-      CREATE TRIGGER refuse_job BEFORE INSERT ON picket.jobs FOR EACH ROW EXECUTE FUNCTION public.refuse_job();`);
-    try {
-      expect((await completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]))[0]!.outcome).toBe("applied");
-    } finally {
-      await db.pool.query("DROP TRIGGER refuse_job ON picket.jobs; DROP FUNCTION public.refuse_job()");
-    }
-    expect((await rowsWithKey("doc-11")).map((r) => r.status)).toEqual(["completed"]);
-    expect(await successor("doc-11")).toMatchObject({ type: "index-refused", payload: { v: 2 } });
-  });
-
   it("concurrent replaces of one key create exactly one job, which ends with one of their payloads", async () => {
     const clients = await Promise.all(Array.from({ length: 12 }, () => db.connect()));
     const jobs = await Promise.all(clients.map((c, i) => enqueueJob(c, { type: "index", key: "doc-7", payload: { i }, dedupe: "replace" })));
@@ -211,15 +226,27 @@ describe("dedupe: replace", () => {
     expect(jobs.map((j) => j.payload)).toContainEqual(rows[0].payload);
   });
 
-  it("concurrent replaces while the key's job runs, racing its completion, leave exactly one job after it", async () => {
+  it("12 concurrent replaces against a running job leave exactly one new pending job with the key", async () => {
     const [running] = await claimed(db.pool, "index-doc-8", 1, { spec: { key: "doc-8", payload: { i: -1 } } });
     const clients = await Promise.all(Array.from({ length: 12 }, () => db.connect()));
-    const replaces = clients.map((c, i) => enqueueJob(c, { type: "index-doc-8", key: "doc-8", payload: { i }, dedupe: "replace" }));
-    const completion = completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]);
-    await Promise.all([...replaces, completion]);
+    const jobs = await Promise.all(clients.map((c, i) => enqueueJob(c, { type: "index-doc-8", key: "doc-8", payload: { i }, dedupe: "replace" })));
     const rows = await rowsWithKey("doc-8");
-    expect(rows.map((r) => r.status)).toEqual(["completed", "pending"]);
-    expect(await successor("doc-8")).toBeUndefined();
+    expect(rows).toEqual([{ id: expect.any(String), status: "pending", payload: expect.anything(), attempts: 0 }]);
+    expect(new Set(jobs.map((j) => j.id))).toEqual(new Set([rows[0].id]));
+    expect(await row(db.pool, running!.id)).toMatchObject({ status: "processing", key: null, claim_token: running!.claimToken });
+  });
+
+  it("concurrent replaces racing the running job's completion leave it completed and exactly one pending job with the key", async () => {
+    const [running] = await claimed(db.pool, "index-doc-12", 1, { spec: { key: "doc-12", payload: { i: -1 } } });
+    const clients = await Promise.all(Array.from({ length: 12 }, () => db.connect()));
+    const replaces = clients.map((c, i) => enqueueJob(c, { type: "index-doc-12", key: "doc-12", payload: { i }, dedupe: "replace" }));
+    const [outcome] = await completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]);
+    await Promise.all(replaces);
+    // The completion ran beside the replaces: applied at once, or busy while a replace held the row (then retried, as a worker does).
+    if (outcome!.outcome === "busy") expect((await completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]))[0]!.outcome).toBe("applied");
+    else expect(outcome!.outcome).toBe("applied");
+    expect((await row(db.pool, running!.id)).status).toBe("completed");
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE key = 'doc-12' AND status = 'pending'")).rows[0].n).toBe(1);
   });
 });
 
