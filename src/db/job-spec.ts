@@ -28,8 +28,8 @@ export interface JobSpec {
  * - "live" (default): while a job with the key is pending or processing, return it.
  * - "replace": a pending job with the key takes this spec (type, payload, run time; priority and
  *   maxAttempts when given; its attempts start again) and is returned. If the key's job is
- *   processing it is returned untouched, and this spec becomes the key's pending job as soon as
- *   that one leaves processing (the newest spec wins).
+ *   processing, the key moves: that job keeps running without it (its outcome is still recorded)
+ *   and this spec is enqueued as a new pending job holding the key, which may start meanwhile.
  * - `{ windowMs }`: as "live", and also while a job with the key completed less than windowMs ago
  *   (the database's clock); that job is returned. Dead and cancelled jobs do not hold the key.
  */
