@@ -22,6 +22,7 @@ describe("supervisor options", () => {
       concurrency: 10,
       // Up to 100 jobs claimed ahead, when handlers free slots fast enough.
       prefetch: 100,
+      queues: {},
       poolSize: 14,
       pollIntervalMs: 1_000,
       sweepIntervalMs: 5_000,
@@ -33,6 +34,8 @@ describe("supervisor options", () => {
       renewIntervalMs: 5_000,
       retention: { olderThanMs: 7 * 86_400_000, intervalMs: 3_600_000, batchSize: 1_000 },
       listen: true,
+      // The scheduler looks for due ticks each second; a tick seen more than 10 s late was missed.
+      schedules: { intervalMs: 1_000, graceMs: 10_000, now: undefined },
       health: false,
       logPayloads: false,
     });
@@ -59,10 +62,12 @@ describe("supervisor options", () => {
       drainTimeoutMs: 0,
       retention: { olderThanMs: 0, intervalMs: 1_000, batchSize: 1 },
       listen: false,
+      schedules: false,
       health: { port: 0, host: "127.0.0.1", stalePollMs: 1 },
       logPayloads: true,
       statementTimeoutMs: 1,
       transactionPooling: true,
+      queues: { "one-at-a-time": { concurrency: 2 } },
     });
     expect(config).toEqual({
       schema: "jobs_here",
@@ -80,8 +85,10 @@ describe("supervisor options", () => {
       renewIntervalMs: 5_000,
       retention: { olderThanMs: 0, intervalMs: 1_000, batchSize: 1 },
       listen: false,
+      schedules: false,
       health: { port: 0, host: "127.0.0.1", stalePollMs: 1 },
       logPayloads: true,
+      queues: { "one-at-a-time": { concurrency: 2 } },
     });
   });
 
@@ -111,6 +118,13 @@ describe("supervisor options", () => {
   it("takes retention settings one by one, and turns retention off with false", () => {
     expect(resolveConfig({ ...base, retention: { olderThanMs: 60_000 } }).retention).toEqual({ olderThanMs: 60_000, intervalMs: 3_600_000, batchSize: 1_000 });
     expect(resolveConfig({ ...base, retention: false }).retention).toBe(false);
+  });
+
+  it("takes the scheduler's settings, keeps the grace at least two rounds, and turns it off with false", () => {
+    expect(resolveConfig({ ...base, schedules: { intervalMs: 200 } }).schedules).toEqual({ intervalMs: 200, graceMs: 10_000, now: undefined });
+    expect(resolveConfig({ ...base, schedules: { intervalMs: 8_000 } }).schedules).toEqual({ intervalMs: 8_000, graceMs: 16_000, now: undefined });
+    expect(resolveConfig({ ...base, schedules: { intervalMs: 500, graceMs: 1_000 } }).schedules).toMatchObject({ graceMs: 1_000 });
+    expect(resolveConfig({ ...base, schedules: false }).schedules).toBe(false);
   });
 
   it("accepts a pool instead of a connection string", () => {
@@ -158,6 +172,9 @@ describe("supervisor options", () => {
     ["retention.batchSize", { retention: { batchSize: 0 } }, "0"],
     ["health.port", { health: { port: -1 } }, "-1"],
     ["health.stalePollMs", { health: { stalePollMs: 0 } }, "0"],
+    ["schedules.intervalMs", { schedules: { intervalMs: 9 } }, "9"],
+    // A tick must be given at least two scheduler rounds before it counts as missed.
+    ["schedules.graceMs", { schedules: { intervalMs: 500, graceMs: 999 } }, "999"],
   ] as const)("checks %s", (name, options, got) => {
     expect(() => resolveConfig({ ...base, ...options } as never)).toThrow(new RegExp(`^picket: ${name.replace(".", "\\.")} must be an integer ≥ \\d+ \\(got ${got}\\)\\.$`));
   });
@@ -178,6 +195,7 @@ describe("task definitions", () => {
       leaseMs: 20_000,
       schema: undefined,
       isolate: undefined,
+      schedule: undefined,
     });
   });
 

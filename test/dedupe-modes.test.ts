@@ -353,7 +353,7 @@ describe("dedupe modes: batches, SQL and bad input", () => {
     const { rows: [positional] } = await db.pool.query("SELECT (picket.add_job('sql.t', '{\"n\": 1}', NULL, 3, 2, 'sql-1')).*");
     expect(positional).toMatchObject({ priority: 3, max_attempts: 2, key: "sql-1", payload: { n: 1 } });
     const { rows: [defaults] } = await db.pool.query("SELECT (picket.add_job('sql.t')).*");
-    expect(defaults).toMatchObject({ priority: 0, max_attempts: 5, key: null });
+    expect(defaults).toMatchObject({ priority: 0, max_attempts: null, key: null, queue: null });
     const { rows: [replaced] } = await db.pool.query("SELECT (picket.add_job('sql.t', '{\"n\": 2}', job_key => 'sql-1', dedupe => 'replace')).*");
     expect(replaced).toMatchObject({ id: positional.id, payload: { n: 2 }, priority: 3, max_attempts: 2 });
     await finishedAgo(positional.id, 5_000);

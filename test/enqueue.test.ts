@@ -91,7 +91,7 @@ describe("enqueue", () => {
     const { rows: [a] } = await db.pool.query("SELECT (picket.add_job('sql.task', '{\"n\": 1}', job_key => 'sql-key')).*");
     const { rows: [b] } = await db.pool.query("SELECT (picket.add_job('sql.task', '{\"n\": 2}', job_key => 'sql-key')).*");
     expect(a.id).toBe(b.id);
-    expect(a).toMatchObject({ type: "sql.task", payload: { n: 1 }, status: "pending", max_attempts: 5 });
+    expect(a).toMatchObject({ type: "sql.task", payload: { n: 1 }, status: "pending", max_attempts: null, queue: null });
     await expect(db.pool.query("SELECT picket.add_job('sql.task', jsonb_build_object('s', repeat('x', 1048577)))")).rejects.toThrow(
       /limit is 1048576 bytes/,
     );

@@ -109,7 +109,7 @@ describe("claims and fenced writes, planned as the prepared statements they are"
   it("a claim finds the rows it picked by primary key, even from a deep backlog of one type", async () => {
     // A table holding nothing else (other tests' rows here would make the whole-table scan
     // look dear to the planner and hide the regression).
-    await db.pool.query("TRUNCATE picket.jobs");
+    await db.pool.query("TRUNCATE picket.jobs CASCADE");
     await db.pool.query(`INSERT INTO picket.jobs (type) SELECT 'backlog' FROM generate_series(1, 20000)`);
     await db.pool.query("ANALYZE picket.jobs");
     const plan = await explain((q) => claimJobs(q as never, "w", [want("backlog", { limit: 10 })]), { generic: true });
@@ -117,7 +117,7 @@ describe("claims and fenced writes, planned as the prepared statements they are"
   });
 
   it("fenced writes find each claim by primary key, whatever the statistics say about processing rows", async () => {
-    await db.pool.query("TRUNCATE picket.jobs");
+    await db.pool.query("TRUNCATE picket.jobs CASCADE");
     await db.pool.query(`INSERT INTO picket.jobs (type) SELECT 'fenced' FROM generate_series(1, 20000)`);
     await db.pool.query("ANALYZE picket.jobs");
     const { rows: claimed } = await db.pool.query<{ id: string; token: string }>(`

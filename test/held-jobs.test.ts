@@ -239,7 +239,7 @@ describe("slots, the local buffer and the claim's size", () => {
     const { held } = setup({ concurrency: 3, prefetch: 100 });
     const plan = held.planClaim();
     expect(plan.asked).toBe(3);
-    expect(plan.wants).toEqual([{ type: "a", limit: 3, leaseMs: 20_000, backoffBaseMs: 1_000, backoffMaxMs: 3_600_000 }]);
+    expect(plan.wants).toEqual([{ type: "a", limit: 3, leaseMs: 20_000, backoffBaseMs: 1_000, backoffMaxMs: 3_600_000, maxAttempts: 5 }]);
   });
 
   it("gives claimed jobs the free slots, keeps the rest waiting, and starts them oldest first as slots free", async () => {
@@ -269,6 +269,19 @@ describe("slots, the local buffer and the claim's size", () => {
     expect(held.waiting).toBe(1);
     expect(held.planClaim().asked).toBe(1);
     expect(held.planClaim().wants).toEqual([expect.objectContaining({ type: "a", limit: 1 })]);
+  });
+
+  it("claims nothing ahead for a task limited across the cluster: a buffered job would hold a share an idle worker could run", () => {
+    const plain = defineTask({ name: "a", handler: async () => undefined });
+    const capped = defineTask({ name: "capped", clusterConcurrency: 5, handler: async () => undefined });
+    const rated = defineTask({ name: "rated", rateLimit: { max: 5, windowMs: 1_000 }, handler: async () => undefined });
+    const { held } = setup({ concurrency: 1, prefetch: 10, tasks: [plain, capped, rated] });
+    held.claimTook(1_000);
+    // Each task ran a job quickly: all three turn over fast enough to be worth claiming ahead.
+    for (const type of ["a", "capped", "rated"]) held.claimed([job(type)], 0)[0]!.changed("completing");
+    held.claimed([job("a")], 0);
+    const limits = Object.fromEntries(held.planClaim().wants.map((w) => [w.type, w.limit]));
+    expect(limits).toEqual({ a: 10, capped: 0, rated: 0 });
   });
 
   it("claims nothing while slots and buffer are full, and never asks for a negative count", () => {

@@ -8,6 +8,7 @@ interface EnqueueOptions extends DatabaseOptions {
   priority?: number;
   maxAttempts?: number;
   key?: string;
+  queue?: string;
   dedupe?: string;
   dedupeWindow?: number;
 }
@@ -38,7 +39,8 @@ export const enqueueCommand = (program: Command): void => {
       .option("--run-at <iso>", "earliest time to run, ISO 8601 (e.g. 2030-01-01T09:00:00Z)")
       .option("--delay <ms>", "run no earlier than this many milliseconds from now", integerOption("--delay"))
       .option("--priority <n>", "higher runs first, -1000..1000", (v) => Number(v))
-      .option("--max-attempts <n>", "attempts before the job is dead", (v) => Number(v))
+      .option("--max-attempts <n>", "attempts before the job is dead (default: the task's maxAttempts)", (v) => Number(v))
+      .option("--queue <name>", "a serial queue: its jobs run one at a time across all workers, oldest first")
       .option("--key <key>", "dedupe key: while a job with this key is pending or running, return it instead")
       .option("--dedupe <mode>", "with --key: live (default), replace (the pending job with the key takes this one's payload and run time), or window")
       .option("--dedupe-window <ms>", "with --key: also return a job with the key that completed less than this many milliseconds ago", integerOption("--dedupe-window", 1)),
@@ -61,6 +63,7 @@ export const enqueueCommand = (program: Command): void => {
           ...(options.priority !== undefined ? { priority: options.priority } : {}),
           ...(options.maxAttempts !== undefined ? { maxAttempts: options.maxAttempts } : {}),
           ...(options.key !== undefined ? { key: options.key } : {}),
+          ...(options.queue !== undefined ? { queue: options.queue } : {}),
           ...(dedupe !== undefined ? { dedupe } : {}),
         },
         statementOptions(options),

@@ -9,6 +9,7 @@ import { jobsCommand } from "./jobs.ts";
 import { machinesCommand } from "./machines.ts";
 import { dashboardCommand } from "./dashboard.ts";
 import { migrateCommand } from "./migrate.ts";
+import { schedulesCommand } from "./schedules.ts";
 import { statsCommand } from "./stats.ts";
 import { workerCommand } from "./worker.ts";
 
@@ -26,6 +27,7 @@ jobsCommand(program);
 migrateCommand(program);
 machinesCommand(program);
 dashboardCommand(program);
+schedulesCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -56,6 +56,7 @@ export const DASHBOARD_PAGE = `<!doctype html>
   <section><h2>Queue by task</h2><div id="queue"></div></section>
   <section><h2>Over the last minutes</h2><div id="history"></div></section>
   <section class="wide"><h2>Workers</h2><div id="workers"></div></section>
+  <section class="wide"><h2>Schedules</h2><div id="schedules"></div></section>
   <section><h2>Recent failures (retrying)</h2><div id="retrying"></div></section>
   <section><h2>Dead jobs</h2><div id="dead"></div><div id="action" class="muted"></div></section>
   <section class="wide" id="detail"><h2>Job <span id="detail-id"></span> <button id="detail-close">close</button></h2><div id="detail-body"></div></section>
@@ -168,6 +169,11 @@ function render(s) {
       '<tr data-testid="' + action + '-row" data-job-id="' + esc(j.id) + '"><td><a class="job" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a></td><td>" + esc(j.type) + "</td><td>" + j.attempts + "/" + j.maxAttempts + '</td><td><details><summary class="bad">' + esc(j.lastError) + "</summary>" +
       (j.errors ?? []).slice().reverse().map((e) => '<div class="muted">attempt ' + e.attempt + " · " + esc(e.at) + "</div><pre>" + esc(e.stack ?? e.message) + "</pre>").join("") +
       '</details></td><td><button data-action="' + action + '" data-id="' + esc(j.id) + '">' + action + "</button></td></tr>").join("") + "</table>";
+  const missed = (m) => typeof m === "string" ? m : "catch up " + m.catchUp;
+  $("schedules").innerHTML = (s.schedules ?? []).length === 0 ? '<p class="muted">no schedules</p>' :
+    "<table><tr><th>schedule</th><th>task</th><th>cron</th><th>missed</th><th>last tick</th><th>next run</th></tr>" + s.schedules.map((c) =>
+      '<tr data-testid="schedule-row" data-schedule="' + esc(c.name) + '"><td>' + esc(c.name) + "</td><td>" + esc(c.task) + "</td><td><code>" + esc(c.cron) + "</code>" + (c.timezone ? " " + esc(c.timezone) : "") +
+      "</td><td>" + esc(missed(c.missed)) + "</td><td>" + (c.lastTick ? new Date(c.lastTick).toLocaleString() : "—") + '</td><td data-col="next">' + (c.nextRun ? new Date(c.nextRun).toLocaleString() : "never") + "</td></tr>").join("") + "</table>";
   $("retrying").innerHTML = failedRows(s.retrying, "cancel");
   $("dead").innerHTML = failedRows(s.dead, "retry");
 }
@@ -178,7 +184,7 @@ async function openJob(id) {
   $("detail").classList.add("open");
   $("detail-id").textContent = id;
   $("detail-body").innerHTML = job.error ? '<p class="bad">' + esc(job.error) + "</p>" :
-    '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + job.maxAttempts], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
+    '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + (job.maxAttempts ?? "the task's")], ["queue", job.queue ?? "—"], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
       .map(([k, v]) => "<tr><th>" + k + "</th><td>" + esc(v) + "</td></tr>").join("") +
     "<tr><th>progress</th><td><pre>" + esc(JSON.stringify(job.progress)) + "</pre></td></tr><tr><th>result</th><td><pre>" + esc(JSON.stringify(job.result)) + "</pre></td></tr>" +
     "<tr><th>steps</th><td>" + ((job.steps ?? []).map((st) => '<div data-testid="step"><b>' + esc(st.name) + '</b> <span class="muted">attempt ' + st.attempt + " · " + esc(st.createdAt) + "</span><pre>" + esc(JSON.stringify(st.result)) + "</pre></div>").join("") || "none") + "</td></tr>" +

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { InvalidConfigError } from "./errors.ts";
+import { DEFAULT_MAX_ATTEMPTS } from "./job-spec.ts";
 import { type ClaimedJob, claimedColumns } from "./job-row.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
@@ -15,6 +16,11 @@ export interface ClaimWant {
   /** The task's retry spacing, written on the row so every later path spaces retries alike. */
   backoffBaseMs: number;
   backoffMaxMs: number;
+  /**
+   * The task's attempts, written on a job that did not set its own (max_attempts NULL) when it is
+   * first claimed; default DEFAULT_MAX_ATTEMPTS.
+   */
+  maxAttempts?: number;
 }
 
 // One round trip for every type. Each type's LATERAL subquery takes at most its own limit from
@@ -26,7 +32,10 @@ export interface ClaimWant {
 // status so the statement that writes is the one that decides. A fresh random token fences every
 // later write of this claim: the worker draws them ($8, one per job it may get, in the order jobs
 // are dealt), so it knows them even when the claim's reply never reaches it, and can give such
-// jobs back unrun (giveBackUnreturnedClaims). Attempts are counted here, at claim. The lease runs
+// jobs back unrun (giveBackUnreturnedClaims). Attempts are counted here, at claim, and a job that
+// did not set its own max_attempts gets the claiming worker's task's (0007). Jobs that name a queue
+// are never taken here (`q.queue IS NULL`, which jobs_claim_idx's predicate matches), nor are the
+// types of limited tasks (the worker leaves them out of `wants`): both go through claimLimited. The lease runs
 // from the moment the row is written (clock_timestamp()), as a renewal's does, and is returned with
 // the row. The rows to write are also named as an array (`j.id = ANY (...)`): without it, a plan made without the parameters' values (a
 // prepared statement's generic plan) guesses the picked set large and scans the whole table to
@@ -34,15 +43,15 @@ export interface ClaimWant {
 const claimSql = perSchema(
   (schema) => `
   WITH wanted AS (
-    SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::int[]) WITH ORDINALITY
-      AS w(type, lim, lease_ms, backoff_base_ms, backoff_max_ms, ord)
+    SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::int[], $9::int[]) WITH ORDINALITY
+      AS w(type, lim, lease_ms, backoff_base_ms, backoff_max_ms, max_attempts, ord)
   ), candidates AS (
-    SELECT p.id, w.ord, w.lease_ms, w.backoff_base_ms, w.backoff_max_ms,
+    SELECT p.id, w.ord, w.lease_ms, w.backoff_base_ms, w.backoff_max_ms, w.max_attempts,
            row_number() OVER (PARTITION BY w.ord ORDER BY p.priority DESC, p.run_at, p.id) AS turn
     FROM wanted AS w
     CROSS JOIN LATERAL (
       SELECT q.id, q.priority, q.run_at FROM ${schema}.jobs AS q
-      WHERE q.status = 'pending' AND q.type = w.type AND q.run_at <= now()
+      WHERE q.status = 'pending' AND q.queue IS NULL AND q.type = w.type AND q.run_at <= now()
       ORDER BY q.priority DESC, q.run_at, q.id
       LIMIT w.lim
       FOR UPDATE SKIP LOCKED
@@ -58,6 +67,7 @@ const claimSql = perSchema(
       lock_until = clock_timestamp() + picked.lease_ms * interval '1 millisecond',
       backoff_base_ms = picked.backoff_base_ms,
       backoff_max_ms = picked.backoff_max_ms,
+      max_attempts = coalesce(j.max_attempts, picked.max_attempts),
       attempts = j.attempts + 1,
       progress = NULL,
       updated_at = now()
@@ -67,7 +77,7 @@ const claimSql = perSchema(
             (extract(epoch FROM now() - j.run_at) * 1000)::float8 AS "readyMs"`,
 );
 
-const checkWant = (want: ClaimWant): void => {
+export const checkWant = (want: ClaimWant): void => {
   const positive = (name: keyof ClaimWant, min: number) => {
     const value = want[name];
     if (!Number.isInteger(value) || (value as number) < min || (value as number) > 2_147_483_647) {
@@ -80,6 +90,12 @@ const checkWant = (want: ClaimWant): void => {
   positive("leaseMs", 1);
   positive("backoffBaseMs", 0);
   positive("backoffMaxMs", 0);
+  if (want.maxAttempts !== undefined) {
+    const value = want.maxAttempts;
+    if (!Number.isInteger(value) || value < 1 || value > 1_000_000) {
+      throw new InvalidConfigError(`picket: claim for "${want.type}": maxAttempts must be an integer from 1 to 1000000 (got ${String(value)}).`);
+    }
+  }
 };
 
 /** The tokens a claim of at most `total` jobs may give out: fresh random UUIDs, one per job. */
@@ -128,6 +144,7 @@ export const claimJobs = async (
         workerId,
         total,
         tokens,
+        wants.map((w) => w.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
       ],
     },
     options,

@@ -7,6 +7,7 @@ import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
 import type { ErrorEntry, JobStatus } from "./job-row.ts";
 import { listWorkers, type WorkerRow } from "./workers.ts";
+import { listSchedules, type ScheduleView } from "./schedules.ts";
 
 /** A job that failed recently: retrying (pending with an error) or dead. */
 export interface FailedJob {
@@ -14,7 +15,8 @@ export interface FailedJob {
   type: string;
   status: JobStatus;
   attempts: number;
-  maxAttempts: number;
+  /** null: the task's (a job not claimed yet). */
+  maxAttempts: number | null;
   lastError: string | null;
   errors: ErrorEntry[];
   at: Date;
@@ -29,6 +31,8 @@ export interface DashboardSnapshot {
   retrying: FailedJob[];
   dead: FailedJob[];
   workers: WorkerRow[];
+  /** Every schedule, with its next run. */
+  schedules: ScheduleView[];
 }
 
 const FINISHED_WINDOW_S = 5;
@@ -57,12 +61,13 @@ const deadSql = perSchema(
 
 export const dashboardSnapshot = async (db: Queryable, options: StatementOptions = {}): Promise<DashboardSnapshot> => {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const [depth, finished, retrying, dead, workers] = await Promise.all([
+  const [depth, finished, retrying, dead, workers, schedules] = await Promise.all([
     queueDepth(db, options),
     runStatement<DashboardSnapshot["finished"][number]>(db, { text: finishedSql(schema) }, options),
     runStatement<FailedJob>(db, { text: retryingSql(schema) }, options),
     runStatement<FailedJob>(db, { text: deadSql(schema) }, options),
     listWorkers(db, options),
+    listSchedules(db, options),
   ]);
-  return { depth, finished: finished.rows, finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows, dead: dead.rows, workers };
+  return { depth, finished: finished.rows, finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows, dead: dead.rows, workers, schedules };
 };

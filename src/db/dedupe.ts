@@ -23,13 +23,13 @@ const addJobs = perSchema(
   (schema) => `
   SELECT i.n::int AS n, ${jobColumns("r")}
   FROM (
-    SELECT * FROM unnest($1::text[], $2::jsonb[], $3::timestamptz[], $4::float8[], $5::int[], $6::int[], $7::text[], $8::text[], $9::float8[])
-         WITH ORDINALITY AS u(type, payload, run_at, delay_ms, priority, max_attempts, key, mode, window_ms, n)
+    SELECT * FROM unnest($1::text[], $2::jsonb[], $3::timestamptz[], $4::float8[], $5::int[], $6::int[], $7::text[], $8::text[], $9::float8[], $10::text[])
+         WITH ORDINALITY AS u(type, payload, run_at, delay_ms, priority, max_attempts, key, mode, window_ms, queue, n)
     ORDER BY hashtext(u.key), u.mode, u.n
   ) AS i
   CROSS JOIN LATERAL ${schema}.add_job(
     i.type, i.payload, coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.priority, i.max_attempts, i.key,
-    dedupe => i.mode, dedupe_window => i.window_ms * interval '1 millisecond'
+    job_queue => i.queue, dedupe => i.mode, dedupe_window => i.window_ms * interval '1 millisecond'
   ) AS r`,
 );
 
@@ -50,6 +50,7 @@ export const enqueueWithDedupeModes = async (db: Queryable, specs: readonly Moda
         specs.map((s) => s.spec.key),
         specs.map((s) => s.spec.dedupe),
         specs.map((s) => s.spec.windowMs),
+        specs.map((s) => s.spec.queue),
       ],
     },
     options,

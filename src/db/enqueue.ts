@@ -7,14 +7,15 @@ import { runStatement } from "./statement.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 
 // One INSERT for any number of jobs. A live job (pending or processing) holding a spec's dedupe
-// key makes that spec a no-op; the statement-level trigger sends one NOTIFY at commit.
+// key makes that spec a no-op; the statement-level trigger sends one NOTIFY at commit. A NULL
+// max_attempts means the task's: the first claim writes it.
 const insertJobs = perSchema(
   (schema) => `
-  INSERT INTO ${schema}.jobs AS j (type, payload, run_at, priority, max_attempts, key)
+  INSERT INTO ${schema}.jobs AS j (type, payload, run_at, priority, max_attempts, key, queue)
   SELECT i.type, i.payload, coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'),
-         i.priority, i.max_attempts, i.key
-  FROM unnest($1::text[], $2::jsonb[], $3::timestamptz[], $4::float8[], $5::int[], $6::int[], $7::text[])
-       WITH ORDINALITY AS i(type, payload, run_at, delay_ms, priority, max_attempts, key, n)
+         i.priority, i.max_attempts, i.key, i.queue
+  FROM unnest($1::text[], $2::jsonb[], $3::timestamptz[], $4::float8[], $5::int[], $6::int[], $7::text[], $8::text[])
+       WITH ORDINALITY AS i(type, payload, run_at, delay_ms, priority, max_attempts, key, queue, n)
   ORDER BY i.n
   ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'processing') DO NOTHING
   RETURNING ${jobColumns("j")}`,
@@ -69,6 +70,7 @@ const enqueueLive = async (db: Queryable, checked: CheckedJobSpec[], options: St
             batch.map((s) => s.priority),
             batch.map((s) => s.maxAttempts),
             batch.map((s) => s.key),
+            batch.map((s) => s.queue),
           ],
         },
         options,

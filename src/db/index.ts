@@ -1,6 +1,7 @@
 // The database half of picket: every SQL statement, its row types, migrations and the pool.
 export * from "./admin.ts";
 export * from "./claim.ts";
+export * from "./claim-limited.ts";
 export * from "./embedded.ts";
 export * from "./enqueue.ts";
 export * from "./errors.ts";
@@ -12,6 +13,8 @@ export * from "./notify.ts";
 export * from "./pool.ts";
 export type { Queryable, StatementOptions } from "./queryable.ts";
 export * from "./retention.ts";
+export * from "./schedule-spec.ts";
+export * from "./schedules.ts";
 export { checkSchemaName, DEFAULT_SCHEMA } from "./schema-name.ts";
 export * from "./statement.ts";
 export * from "./storable-json.ts";

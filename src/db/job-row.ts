@@ -22,7 +22,8 @@ export interface Job {
   priority: number;
   runAt: Date;
   attempts: number;
-  maxAttempts: number;
+  /** null until the job's first claim when it did not set its own: then its task's. */
+  maxAttempts: number | null;
   claimToken: string | null;
   lockedBy: string | null;
   lockedAt: Date | null;
@@ -34,6 +35,8 @@ export interface Job {
   errors: ErrorEntry[];
   result: unknown;
   key: string | null;
+  /** The serial queue the job belongs to, if any. */
+  queue: string | null;
   createdAt: Date;
   updatedAt: Date;
   finishedAt: Date | null;
@@ -87,6 +90,7 @@ export const jobColumns = (alias: string): string =>
     "errors",
     "result",
     "key",
+    "queue",
     'created_at AS "createdAt"',
     'updated_at AS "updatedAt"',
     'finished_at AS "finishedAt"',

@@ -13,8 +13,16 @@ export interface JobSpec {
   delayMs?: number;
   /** Higher runs first among ready jobs of one type; an integer from -1000 to 1000, default 0. */
   priority?: number;
-  /** Attempts before the job is dead; an integer from 1 to 1,000,000, default 5. */
+  /**
+   * Attempts before the job is dead; an integer from 1 to 1,000,000. Default: the task's
+   * maxAttempts, written on the job by the worker that first claims it (5 unless the task says).
+   */
   maxAttempts?: number;
+  /**
+   * A serial queue: at most one job of the queue (or the queue's configured concurrency) is
+   * processing at a time across all workers, in run_at then id order. 1 to 128 characters.
+   */
+  queue?: string;
   /**
    * Dedupe key: while a job with this key is pending or processing, enqueueing another with the
    * same key creates nothing and returns the live one. Keys are global across task types.
@@ -45,8 +53,10 @@ export interface CheckedJobSpec {
   runAt: Date | null;
   delayMs: number;
   priority: number;
-  maxAttempts: number;
+  /** null: the task's, filled in at claim. */
+  maxAttempts: number | null;
   key: string | null;
+  queue: string | null;
   /** The dedupe mode; windowMs is set for "window" only. */
   dedupe: "live" | "replace" | "window";
   windowMs: number | null;
@@ -56,7 +66,9 @@ export interface CheckedJobSpec {
 export const MAX_PAYLOAD_BYTES = MAX_VALUE_BYTES;
 export const MAX_TYPE_LENGTH = 128;
 export const MAX_KEY_LENGTH = 512;
+/** A task's attempts when it does not say; a job that does not say gets its task's. */
 export const DEFAULT_MAX_ATTEMPTS = 5;
+export const MAX_QUEUE_LENGTH = 128;
 const TYPE_NAME = /^[A-Za-z0-9_.:/-]+$/;
 
 const describe = (value: unknown): string => {
@@ -183,7 +195,16 @@ export const checkJobSpec = (spec: JobSpec): CheckedJobSpec => {
     throw new InvalidJobError(`picket: job "${type}": delayMs must be a finite number of milliseconds ≥ 0 (got ${describe(spec.delayMs)}).`);
   }
   const priority = checkInteger(type, "priority", spec.priority ?? 0, -1000, 1000);
-  const maxAttempts = checkInteger(type, "maxAttempts", spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS, 1, 1_000_000);
+  const maxAttempts = spec.maxAttempts === undefined ? null : checkInteger(type, "maxAttempts", spec.maxAttempts, 1, 1_000_000);
+  let queue: string | null = null;
+  if (spec.queue !== undefined && spec.queue !== null) {
+    if (typeof spec.queue !== "string" || spec.queue.length === 0 || spec.queue.length > MAX_QUEUE_LENGTH) {
+      throw new InvalidJobError(
+        `picket: job "${type}": queue must be a string of 1 to ${MAX_QUEUE_LENGTH} characters naming a serial queue (got ${describe(spec.queue)}).`,
+      );
+    }
+    queue = spec.queue;
+  }
   let key: string | null = null;
   if (spec.key !== undefined && spec.key !== null) {
     if (typeof spec.key !== "string" || spec.key.length === 0 || spec.key.length > MAX_KEY_LENGTH) {
@@ -193,7 +214,7 @@ export const checkJobSpec = (spec: JobSpec): CheckedJobSpec => {
     }
     key = spec.key;
   }
-  return { type, payloadJson, runAt, delayMs, priority, maxAttempts, key, ...checkDedupe(type, spec.dedupe, key) };
+  return { type, payloadJson, runAt, delayMs, priority, maxAttempts, key, queue, ...checkDedupe(type, spec.dedupe, key) };
 };
 
 const checkDedupe = (type: string, dedupe: unknown, key: string | null): Pick<CheckedJobSpec, "dedupe" | "windowMs"> => {

@@ -13,11 +13,15 @@ const PROBE_PREFIX = "?probe:";
 /** A cancelled processing job: `!cancel:<id>:<claim token>` (sent by cancelJob). */
 export const CANCEL_PREFIX = "!cancel:";
 
+// Added by the trigger (0007) when some of the jobs name a serial queue.
+const QUEUED_MARK = "!queued";
+
 /**
  * What one notification says: a probe's id, a processing job cancelled under a claim, or the task
- * types with work ready (all: any type).
+ * types with work ready (all: any type) and whether some of those jobs name a serial queue (they
+ * are claimed by the slow claim).
  */
-export type Wake = { probe: string } | { cancel: { id: string; token: string } } | { types: "all" | string[] };
+export type Wake = { probe: string } | { cancel: { id: string; token: string } } | { types: "all" | string[]; queued: boolean };
 
 export const parseWake = (payload: string): Wake => {
   if (payload.startsWith(PROBE_PREFIX)) return { probe: payload.slice(PROBE_PREFIX.length) };
@@ -25,8 +29,10 @@ export const parseWake = (payload: string): Wake => {
     const [id = "", token = ""] = payload.slice(CANCEL_PREFIX.length).split(":");
     return { cancel: { id, token } };
   }
-  if (payload === "*") return { types: "all" };
-  return { types: payload.split(",").filter(Boolean) };
+  if (payload === "*") return { types: "all", queued: true };
+  const names = payload.split(",").filter(Boolean);
+  const types = names.filter((name) => name !== QUEUED_MARK);
+  return { types, queued: types.length < names.length };
 };
 
 /**

@@ -2,7 +2,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { checkSchemaName, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, InvalidConfigError } from "../db/index.ts";
+import { checkQueueName, checkSchemaName, DEFAULT_SCHEDULE_GRACE_MS, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT_MS, InvalidConfigError } from "../db/index.ts";
 import type { Inspector } from "./inspection.ts";
 import type { Logger } from "./logger.ts";
 import type { Task } from "./task.ts";
@@ -47,6 +47,12 @@ export interface SupervisorOptions {
    * long never has jobs waiting in this worker, and quick ones are claimed in batches this large.
    */
   prefetch?: number;
+  /**
+   * Serial queues' concurrency, by name: at most this many jobs of the queue processing at once
+   * across all workers. A queue not named here is serial (1). Every worker should give the same
+   * values: each claim applies its own worker's.
+   */
+  queues?: Readonly<Record<string, { concurrency: number }>>;
   /** Longest wait between polls when no NOTIFY arrives; default 1000 ms. */
   pollIntervalMs?: number;
   /** How often expired claims are reclaimed; default 5000 ms. */
@@ -61,6 +67,13 @@ export interface SupervisorOptions {
   retention?: false | { olderThanMs?: number; intervalMs?: number; batchSize?: number };
   /** LISTEN for enqueues to pick work up at once (polling stays as the fallback); default true. */
   listen?: boolean;
+  /**
+   * The scheduler (recurring jobs of the worker's tasks): how often it looks for due ticks
+   * (default 1000 ms), and how late a tick may be seen before it counts as missed and the
+   * schedule's `missed` policy applies (default 10 s, at least twice the interval). false: this
+   * worker fires no schedules (others still do). `now` replaces the database's clock: for tests.
+   */
+  schedules?: false | { intervalMs?: number; graceMs?: number; now?: () => Date };
   /** The health server (/health, /ready, and Prometheus text at /metrics); off unless a port is given. */
   health?: { port: number; host?: string; stalePollMs?: number };
   /**
@@ -89,6 +102,7 @@ export interface ResolvedConfig {
   prefetch: number;
   /** Connections in the pool picket opens (not used with a caller's pool). */
   poolSize: number;
+  queues: Record<string, { concurrency: number }>;
   pollIntervalMs: number;
   sweepIntervalMs: number;
   heartbeatIntervalMs: number;
@@ -97,6 +111,7 @@ export interface ResolvedConfig {
   renewIntervalMs: number;
   retention: false | { olderThanMs: number; intervalMs: number; batchSize: number };
   listen: boolean;
+  schedules: false | { intervalMs: number; graceMs: number; now: (() => Date) | undefined };
   health: false | { port: number; host: string; stalePollMs: number };
   logPayloads: boolean;
 }
@@ -112,6 +127,16 @@ const int = (name: string, value: unknown, fallback: number, min: number): numbe
     throw new InvalidConfigError(`picket: ${name} must be an integer ≥ ${min} (got ${String(value)}).`);
   }
   return v;
+};
+
+const resolveQueues = (queues: SupervisorOptions["queues"]): Record<string, { concurrency: number }> => {
+  if (queues === undefined) return {};
+  if (typeof queues !== "object" || queues === null || Array.isArray(queues)) {
+    throw new InvalidConfigError(`picket: queues must be an object such as { "emails": { concurrency: 2 } } (got ${String(queues)}).`);
+  }
+  return Object.fromEntries(
+    Object.entries(queues).map(([name, queue]) => [checkQueueName(name, "queues"), { concurrency: int(`queues["${name}"].concurrency`, queue?.concurrency, 1, 1) }]),
+  );
 };
 
 export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
@@ -145,6 +170,12 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
           intervalMs: int("retention.intervalMs", options.retention?.intervalMs, 3_600_000, 1_000),
           batchSize: int("retention.batchSize", options.retention?.batchSize, 1_000, 1),
         };
+  let schedules: ResolvedConfig["schedules"] = false;
+  if (options.schedules !== false) {
+    const intervalMs = int("schedules.intervalMs", options.schedules?.intervalMs, 1_000, 10);
+    const graceMs = int("schedules.graceMs", options.schedules?.graceMs, Math.max(DEFAULT_SCHEDULE_GRACE_MS, 2 * intervalMs), 2 * intervalMs);
+    schedules = { intervalMs, graceMs, now: options.schedules?.now };
+  }
   return {
     schema: checkSchemaName(options.schema ?? DEFAULT_SCHEMA),
     statementTimeoutMs: int("statementTimeoutMs", options.statementTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, 1),
@@ -155,6 +186,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     // Claims, batched writes and renewals share the pool: a few connections beyond one per job
     // at low concurrency, and no more than 20 (batched writes need few connections).
     poolSize: Math.min(concurrency + 4, 20),
+    queues: resolveQueues(options.queues),
     pollIntervalMs,
     sweepIntervalMs: int("sweepIntervalMs", options.sweepIntervalMs, 5_000, 10),
     heartbeatIntervalMs: int("heartbeatIntervalMs", options.heartbeatIntervalMs, 2_000, 10),
@@ -163,6 +195,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     renewIntervalMs,
     retention,
     listen: options.listen ?? true,
+    schedules,
     health: options.health
       ? {
           port: int("health.port", options.health.port, 0, 0),

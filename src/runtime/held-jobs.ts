@@ -12,7 +12,7 @@ import type { JobHandle, JobObserver, JobOutput } from "./job-runtime.ts";
 import { leaseMarginMs, localDeadline } from "./lease-watch.ts";
 import type { Logger } from "./logger.ts";
 import type { HeldCounts, WorkerMetrics } from "./metrics.ts";
-import type { Task } from "./task.ts";
+import { isLimited, type Task } from "./task.ts";
 
 /**
  * The states before a job's outcome is written: waiting for its slot (or for the START it has been
@@ -448,7 +448,10 @@ export class HeldJobs {
     const roundTripMs = this.claimRoundTripMs;
     if (roundTripMs === undefined) return ahead;
     for (const [type, holdMs] of this.slotHoldMs) {
-      const slots = Math.min(this.options.concurrency, this.options.tasks.get(type)?.concurrency ?? 0);
+      const task = this.options.tasks.get(type);
+      // A task limited across the cluster claims nothing ahead: a job waiting in this worker's
+      // buffer would hold a share of the cluster's limit that an idle worker could run now.
+      const slots = task === undefined || isLimited(task) ? 0 : Math.min(this.options.concurrency, task.concurrency);
       ahead.set(type, Math.floor((slots * AHEAD_ROUND_TRIPS * roundTripMs) / Math.max(holdMs, 0.001)));
     }
     return ahead;
@@ -473,6 +476,7 @@ export class HeldJobs {
         leaseMs: task.leaseMs,
         backoffBaseMs: task.backoffBaseMs,
         backoffMaxMs: task.backoffMaxMs,
+        maxAttempts: task.maxAttempts,
       };
     });
   }

@@ -12,8 +12,8 @@ import type { Logger } from "./logger.ts";
 export interface ListenOptions {
   connection: pg.ClientConfig;
   schema: string;
-  /** Types with work ready ("all": too many to name). */
-  onWake: (types: "all" | string[]) => void;
+  /** Types with work ready ("all": too many to name); `queued`: some of it names a serial queue. */
+  onWake: (types: "all" | string[], queued: boolean) => void;
   /** A processing job was cancelled under the claim with this token. */
   onCancel: (claim: { id: string; token: string }) => void;
   /** Sends a probe notification with this id through the worker's own connections. */
@@ -50,7 +50,7 @@ export const listenForJobs = (options: ListenOptions): Effect.Effect<never> => {
       } else if ("cancel" in wake) {
         options.onCancel(wake.cancel);
       } else {
-        options.onWake(wake.types);
+        options.onWake(wake.types, wake.queued);
       }
     });
     const deaf = new Promise<"deaf">((resolve) => setTimeout(() => resolve("deaf"), probeTimeoutMs).unref());

@@ -8,6 +8,7 @@ import pg from "pg";
 import { createActor, fromCallback, fromPromise, waitFor, type Actor, type AnyActorRef } from "xstate";
 import {
   claimJobs,
+  claimLimited,
   deleteFinishedJobs,
   describeConnection,
   drawClaimTokens,
@@ -20,10 +21,13 @@ import {
   queueDepth,
   removeWorker,
   renewLeases,
+  runSchedules,
   sendWakeProbe,
+  syncTaskSchedules,
   sweepExpiredClaims,
   type ClaimedJob,
   type ClaimWant,
+  type LimitedClaimedJob,
   type HeldJobView,
   type StatementOptions,
   type WorkerBeat,
@@ -42,7 +46,7 @@ import { loop } from "./loop.ts";
 import { WorkerMetrics } from "./metrics.ts";
 import { watchEventLoop } from "./stall-watch.ts";
 import { PICKET_VERSION } from "./version.ts";
-import type { Task } from "./task.ts";
+import { isLimited, type Task } from "./task.ts";
 
 /** How long after the drain deadline releases and outcomes in flight may still be written. */
 const RELEASE_GRACE_MS = 1_000;
@@ -122,12 +126,21 @@ export class Supervisor {
    * after it committed): their jobs, if any, are given back before the next claim.
    */
   private unreturned: string[] = [];
+  /** Tasks with cluster-wide limits: their jobs are claimed by the slow claim only. */
+  private readonly limitedTypes: ReadonlySet<string>;
+  /** Queued work may be ready (a NOTIFY said so, a queued or limited job ended, the last slow claim took some): run the slow claim at the next poll. */
+  private queuedWorkDue = true;
+  /** When the slow claim last ran (performance.now()); it runs at least once per poll interval to find queued jobs. */
+  private lastSlowClaimAt = Number.NEGATIVE_INFINITY;
+  /** Jobs taken by the slow claim: when one ends, its queue or limit has room again. */
+  private readonly slowClaimed = new WeakSet<ClaimedJob>();
 
   constructor(options: SupervisorOptions) {
     this.config = resolveConfig(options);
     this.options = options;
     this.logger = (options.logger ?? createLogger()).child({ worker_id: this.config.workerId });
     this.tasks = new Map(options.tasks.map((task) => [task.name, task as Task]));
+    this.limitedTypes = new Set(options.tasks.filter(isLimited).map((task) => task.name));
     // Every statement of this worker listens to its lifetime: no limit on listeners.
     setMaxListeners(Number.POSITIVE_INFINITY, this.lifetime.signal);
     this.statements = {
@@ -145,6 +158,12 @@ export class Supervisor {
       logger: this.logger,
       create: (job, slotFree, observer) => this.jobs!.create(job, slotFree, observer),
       finished: (entry, outcome, error) => {
+        // Its queue or its task's cluster limit has room now that the row has left processing:
+        // claim again soon, here (another worker's probe may be a poll interval away).
+        if (this.slowClaimed.has(entry.job)) {
+          this.queuedWorkDue = true;
+          if (this.actor?.getSnapshot().status === "active") this.actor.send({ type: "WAKE" });
+        }
         for (const listener of this.listeners) {
           try {
             listener({ job: entry.job, outcome, error, durationMs: Date.now() - entry.startedAt });
@@ -408,7 +427,7 @@ export class Supervisor {
   private async claim(wants: ClaimWant[], total: number, sentAt: number, signal: AbortSignal): Promise<ClaimedJob[]> {
     const tokens = drawClaimTokens(total);
     try {
-      const jobs = await this.metrics.timed("claim", () => claimJobs(this.pool!, this.config.workerId, wants, { ...this.statements, signal, total, tokens }));
+      const jobs = await this.metrics.timed("claim", () => this.claimFastAndSlow(wants, total, tokens, signal));
       this.held.claimTook(performance.now() - sentAt);
       return jobs;
     } catch (error) {
@@ -417,6 +436,54 @@ export class Supervisor {
       this.unreturned = [...this.unreturned, ...tokens].slice(-MAX_UNRETURNED_TOKENS);
       throw error;
     }
+  }
+
+  /**
+   * The claim's two paths. Jobs that name a queue and jobs of limited tasks are claimed only by the
+   * slow claim (claimLimited: serialised in the database, one round trip); every other job by the
+   * fast claim, exactly as without queues. The slow claim runs when this worker has a limited task
+   * with a free slot, or when queued work may be ready: a NOTIFY marked it (`!queued`), a job it
+   * took ended (its queue has room), its last run took queued jobs (more may wait), or a poll
+   * interval has passed since it last ran (queued jobs retried, released or swept announce
+   * nothing). A worker with no limited task and no queued jobs about therefore adds one slow
+   * claim per poll interval and nothing to any claim. The slow claim goes first so that a stream
+   * of plain jobs cannot crowd queued ones out; the fast claim gets what is left.
+   */
+  private async claimFastAndSlow(wants: ClaimWant[], total: number, tokens: string[], signal: AbortSignal): Promise<ClaimedJob[]> {
+    const options = { ...this.statements, signal };
+    const fastWants = this.limitedTypes.size === 0 ? wants : wants.filter((want) => !this.limitedTypes.has(want.type));
+    const now = performance.now();
+    const limitedWanted = wants.some((want) => want.limit > 0 && this.limitedTypes.has(want.type));
+    if (!limitedWanted && !this.queuedWorkDue && now - this.lastSlowClaimAt < this.config.pollIntervalMs) {
+      return fastWants.length === 0 ? [] : claimJobs(this.pool!, this.config.workerId, fastWants, { ...options, total, tokens });
+    }
+    this.queuedWorkDue = false;
+    this.lastSlowClaimAt = now;
+    const slowWants = wants.map((want) => {
+      const task = this.tasks.get(want.type);
+      return {
+        ...want,
+        ...(task?.clusterConcurrency !== undefined ? { clusterConcurrency: task.clusterConcurrency } : {}),
+        ...(task?.rateLimit !== undefined ? { rateLimit: task.rateLimit } : {}),
+      };
+    });
+    const slow: LimitedClaimedJob[] = await claimLimited(this.pool!, this.config.workerId, slowWants, {
+      ...options,
+      total,
+      tokens,
+      queues: this.config.queues,
+    });
+    for (const job of slow) this.slowClaimed.add(job);
+    if (slow.some((job) => job.queue !== null)) this.queuedWorkDue = true;
+    const left = total - slow.length;
+    if (left <= 0) return slow;
+    const takenByType = new Map<string, number>();
+    for (const job of slow) takenByType.set(job.type, (takenByType.get(job.type) ?? 0) + 1);
+    const rest = fastWants.map((want) => ({ ...want, limit: Math.max(0, want.limit - (takenByType.get(want.type) ?? 0)) }));
+    if (rest.length === 0) return slow;
+    // The slow claim gave out the first tokens, one per job; the fast claim gives out the rest.
+    const fast = await claimJobs(this.pool!, this.config.workerId, rest, { ...options, total: left, tokens: tokens.slice(slow.length) });
+    return [...slow, ...fast];
   }
 
   /**
@@ -476,6 +543,7 @@ export class Supervisor {
       });
       loops.push(loop("retention", intervalMs, retention, logger));
     }
+    if (config.schedules) loops.push(loop("scheduler", config.schedules.intervalMs, this.scheduleOnce(config.schedules.graceMs, config.schedules.now), logger));
     loops.push(loop("heartbeat", config.heartbeatIntervalMs, attempt(() => beat(pool, this.heartbeat(), statements)), logger));
     if (config.listen) {
       const ours = new Set(this.tasks.keys());
@@ -484,7 +552,11 @@ export class Supervisor {
         listenForJobs({
           connection: this.connectionConfig(direct),
           schema: config.schema,
-          onWake: (types) => (types === "all" || types.some((t) => ours.has(t))) && send({ type: "WAKE" }),
+          onWake: (types, queued) => {
+            if (!(types === "all" || types.some((t) => ours.has(t)))) return;
+            if (queued) this.queuedWorkDue = true;
+            send({ type: "WAKE" });
+          },
           onCancel: (claim) => this.held.cancelledClaim(claim),
           sendProbe: (id) => sendWakeProbe(pool, id, statements),
           where: direct ? describeConnection(direct) : this.options.connectionString ? describeConnection(this.options.connectionString) : "the pool's server",
@@ -493,6 +565,39 @@ export class Supervisor {
       );
     }
     return Effect.all(loops, { concurrency: "unbounded", discard: true });
+  }
+
+  /**
+   * One round of the scheduler: at the first round that reaches the database, the schedules the
+   * worker's tasks declare are written (and a task's dropped declaration removed); then every due
+   * tick of their schedules is fired, by the database's clock. Nothing once the drain has begun.
+   */
+  private scheduleOnce(graceMs: number, now: (() => Date) | undefined): Effect.Effect<void, unknown> {
+    const { logger, statements } = this;
+    const pool = this.pool!;
+    const tasks = [...this.tasks.values()];
+    const fireFor = tasks.map((t) => ({ name: t.name, maxAttempts: t.maxAttempts }));
+    let synced = false;
+    const stopping = () => this.stopping !== undefined;
+    return Effect.tryPromise({
+      try: async () => {
+        if (stopping()) return;
+        if (!synced) {
+          const { removed } = await syncTaskSchedules(pool, tasks.map((t) => ({ name: t.name, schedule: t.schedule })), statements);
+          synced = true;
+          if (removed.length > 0) logger.info({ schedules: removed }, "removed schedules their tasks no longer declare");
+        }
+        if (stopping()) return;
+        const { fired, failed } = await runSchedules(pool, { ...statements, tasks: fireFor, graceMs, ...(now ? { at: now() } : {}) });
+        for (const f of fired) {
+          if (!f.advanced) continue;
+          if (f.ticks.length > 0) logger.debug({ schedule: f.schedule, task: f.task, ticks: f.ticks, jobs: f.jobs }, "schedule fired");
+          if (f.skipped) logger.info({ schedule: f.schedule, task: f.task, ran: f.ticks }, "schedule missed ticks while no worker ran it; its missed policy dropped some");
+        }
+        for (const { schedule, error } of failed) logger.error({ err: error, schedule }, "schedule could not be fired; trying again next round");
+      },
+      catch: (error) => error,
+    });
   }
 
   /** What the heartbeat row says of this worker now: its machine's state and the jobs it holds (a sample of HEARTBEAT_JOBS). */

@@ -1,6 +1,6 @@
 // What a user defines: a task's name, its handler and its options, checked once at definition.
 import { Effect, Schema } from "effect";
-import { checkTaskName, InvalidConfigError, type JobId } from "../db/index.ts";
+import { checkSchedule, checkTaskLimits, checkTaskName, InvalidConfigError, type CheckedSchedule, type JobId, type ScheduleOptions } from "../db/index.ts";
 import type { Logger } from "./logger.ts";
 
 /** The job as a handler sees it. */
@@ -83,18 +83,37 @@ export interface TaskDefinition<P = unknown, R = unknown> {
   handler?: Handler<P, R>;
   /** The handler is interrupted after this long; default 60 s. */
   timeoutMs?: number;
-  /** Attempts for jobs enqueued through this task; default 5. */
+  /**
+   * Attempts for jobs of this task that do not set their own, however they were enqueued (the
+   * worker that first claims such a job writes it on the row); default 5.
+   */
   maxAttempts?: number;
   /** Retry spacing: min(maxMs, baseMs · 2^(attempt−1)), drawn from [½, 1] of that. Default 1 s, 1 h. */
   backoff?: { baseMs?: number; maxMs?: number };
   /** Most handlers of this task running at once in one worker; default: only the worker's limit. */
   concurrency?: number;
+  /**
+   * Most jobs of this task processing at once across ALL workers, enforced by the database at
+   * claim (a job claimed counts until its outcome is written or its lease is swept). Default: none.
+   */
+  clusterConcurrency?: number;
+  /**
+   * Most starts (claims) of this task in any window of `windowMs` (a sliding window) across ALL
+   * workers, enforced by the database at claim. Default: none.
+   */
+  rateLimit?: { max: number; windowMs: number };
   /** How long a claim lasts without renewal; renewed every third of it. Default 20 s, so a
    * crashed worker's jobs are back within lease + sweep interval = 25 s with the defaults. */
   leaseMs?: number;
   /** Checked at enqueue (through picket's client) and again at claim. */
   schema?: PayloadSchema<P>;
   isolate?: Isolation;
+  /**
+   * Runs the task on a schedule: a cron pattern ("*\/5 * * * *"; six fields for seconds) or
+   * { cron, timezone?, payload?, missed? }. The schedule is named after the task; every worker
+   * running the task writes it at start, and exactly one job is made per tick.
+   */
+  schedule?: string | ScheduleOptions;
 }
 
 export interface Task<P = unknown, R = unknown> {
@@ -105,9 +124,13 @@ export interface Task<P = unknown, R = unknown> {
   readonly backoffBaseMs: number;
   readonly backoffMaxMs: number;
   readonly concurrency: number;
+  readonly clusterConcurrency: number | undefined;
+  readonly rateLimit: { readonly max: number; readonly windowMs: number } | undefined;
   readonly leaseMs: number;
   readonly schema: PayloadSchema<P> | undefined;
   readonly isolate: Isolation | undefined;
+  /** The task's own schedule, checked; named after the task. */
+  readonly schedule: CheckedSchedule | undefined;
 }
 
 const MAX_INT = 2_147_483_647;
@@ -119,6 +142,18 @@ const integer = (task: string, name: string, value: unknown, fallback: number, m
   }
   return v;
 };
+
+const limits = (name: string, definition: TaskDefinition<any, any>): Pick<Task, "clusterConcurrency" | "rateLimit"> => {
+  checkTaskLimits(name, definition);
+  const rate = definition.rateLimit;
+  return {
+    clusterConcurrency: definition.clusterConcurrency,
+    rateLimit: rate === undefined ? undefined : { max: rate.max, windowMs: rate.windowMs },
+  };
+};
+
+/** Whether the database limits the task across workers: its jobs are claimed by the slow claim. */
+export const isLimited = (task: Task<any, any>): boolean => task.clusterConcurrency !== undefined || task.rateLimit !== undefined;
 
 /** Checks a task definition once, so a typo fails at start-up, not at the first job. */
 export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<P, R>): Task<P, R> => {
@@ -143,6 +178,16 @@ export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<
   if (backoffMaxMs < backoffBaseMs) {
     throw new InvalidConfigError(`picket: task "${name}": backoff.maxMs (${backoffMaxMs}) is below backoff.baseMs (${backoffBaseMs}).`);
   }
+  const schedule =
+    definition.schedule === undefined
+      ? undefined
+      : typeof definition.schedule === "string"
+        ? checkSchedule({ name, task: name, cron: definition.schedule })
+        : typeof definition.schedule === "object" && definition.schedule !== null
+          ? checkSchedule({ ...definition.schedule, name, task: name })
+          : (() => {
+              throw new InvalidConfigError(`picket: task "${name}": schedule must be a cron pattern such as "*/5 * * * *" or { cron, timezone?, payload?, missed? } (got ${String(definition.schedule)}).`);
+            })();
   return {
     name,
     handler: definition.handler,
@@ -151,9 +196,11 @@ export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<
     backoffBaseMs,
     backoffMaxMs,
     concurrency: integer(name, "concurrency", definition.concurrency, MAX_INT, 1),
+    ...limits(name, definition),
     leaseMs: integer(name, "leaseMs", definition.leaseMs, 20_000, 100),
     schema,
     isolate: definition.isolate,
+    schedule,
   };
 };
 

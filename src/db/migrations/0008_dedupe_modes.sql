@@ -1,7 +1,7 @@
 -- picket 0008: dedupe modes. Besides "live" (0001: while a job with the key is pending or
 -- processing, return it), a keyed enqueue may ask for
---   replace: the pending job with the key takes the new spec (type, payload, run time, and priority
---            and max attempts when given; its attempts start again). While the key's job is
+--   replace: the pending job with the key takes the new spec (type, payload, run time, queue, and
+--            priority and max attempts when given; its attempts start again). While the key's job is
 --            processing, the key moves: that row's key is set to NULL and the spec is inserted as a
 --            new pending job holding the key. The running job carries on under its claim (the
 --            fence matches id, claim token and status, never the key), so its outcome is still
@@ -44,7 +44,7 @@ $$;
 -- the UPDATE has run to its end first), and its conflict check sees the old row's index entry as
 -- deleted by this transaction, so the new job takes the key.
 CREATE FUNCTION {{schema}}.put_replacing(
-  job_type text, payload jsonb, run_at timestamptz, priority integer, max_attempts integer, job_key text
+  job_type text, payload jsonb, run_at timestamptz, priority integer, max_attempts integer, job_key text, job_queue text
 ) RETURNS {{schema}}.jobs
 LANGUAGE plpgsql VOLATILE
 AS $$
@@ -54,15 +54,16 @@ BEGIN
   UPDATE {{schema}}.jobs AS j
   SET type = job_type, payload = put_replacing.payload, run_at = put_replacing.run_at,
       priority = coalesce(put_replacing.priority, j.priority),
-      max_attempts = coalesce(put_replacing.max_attempts, j.max_attempts),
+      max_attempts = coalesce(put_replacing.max_attempts, j.max_attempts), queue = job_queue,
       -- New work: a failed attempt of the old spec does not count against the new one.
       attempts = 0, last_error = NULL, updated_at = now()
   WHERE j.key = job_key AND j.status = 'pending'
   RETURNING j.* INTO job;
   IF job.id IS NOT NULL THEN
-    -- The insert trigger's NOTIFY does not fire for an UPDATE; a job made ready now wakes workers.
+    -- The insert trigger's NOTIFY does not fire for an UPDATE; a job made ready now wakes workers
+    -- (with '!queued' for a queued job, as notify_jobs of 0007 says it, so workers run the slow claim).
     IF job.run_at <= now() THEN
-      PERFORM pg_notify('picket:{{schema}}', job.type);
+      PERFORM pg_notify('picket:{{schema}}', job.type || CASE WHEN job.queue IS NOT NULL THEN ',!queued' ELSE '' END);
     END IF;
     RETURN job;
   END IF;
@@ -71,9 +72,9 @@ BEGIN
     WHERE r.key = job_key AND r.status = 'processing'
     RETURNING r.id
   )
-  INSERT INTO {{schema}}.jobs AS j (type, payload, run_at, priority, max_attempts, key)
+  INSERT INTO {{schema}}.jobs AS j (type, payload, run_at, priority, max_attempts, key, queue)
   SELECT job_type, put_replacing.payload, put_replacing.run_at, coalesce(put_replacing.priority, 0),
-         coalesce(put_replacing.max_attempts, 5), job_key
+         put_replacing.max_attempts, job_key, job_queue
   FROM (SELECT count(*) FROM moved) AS m
   ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'processing') DO NOTHING
   RETURNING j.* INTO job;
@@ -83,9 +84,9 @@ $$;
 
 -- add_job gains the modes. Its earlier signature is dropped (a second overload would make every
 -- existing call ambiguous); every earlier call, positional or named, means what it meant.
--- priority and max_attempts now default to NULL, "not given": a new job gets 0 and 5 as before, a
--- replaced one keeps its own.
-DROP FUNCTION {{schema}}.add_job(text, jsonb, timestamptz, integer, integer, text);
+-- priority now defaults to NULL, "not given" (as max_attempts does since 0007): a new job gets 0
+-- and its task's attempts as before; a replaced one keeps its own.
+DROP FUNCTION {{schema}}.add_job(text, jsonb, timestamptz, integer, integer, text, text);
 
 CREATE FUNCTION {{schema}}.add_job(
   job_type      text,
@@ -94,6 +95,7 @@ CREATE FUNCTION {{schema}}.add_job(
   priority      integer     DEFAULT NULL,
   max_attempts  integer     DEFAULT NULL,
   job_key       text        DEFAULT NULL,
+  job_queue     text        DEFAULT NULL,
   dedupe        text        DEFAULT 'live',
   dedupe_window interval    DEFAULT NULL
 ) RETURNS {{schema}}.jobs
@@ -139,7 +141,7 @@ BEGIN
     -- Under the lock no other replace of the key runs, but a "live" enqueue, a claim or a finishing
     -- job may change the key's job between two statements: each round reads afresh.
     FOR round IN 1..3 LOOP
-      job := {{schema}}.put_replacing(job_type, body, start_at, add_job.priority, add_job.max_attempts, job_key);
+      job := {{schema}}.put_replacing(job_type, body, start_at, add_job.priority, add_job.max_attempts, job_key, job_queue);
       IF job.id IS NOT NULL THEN
         RETURN job;
       END IF;
@@ -172,8 +174,8 @@ BEGIN
   -- live (and window past its checks): insert unless a live job holds the key, else return it.
   -- The holder can finish between the two statements, freeing the key: try again (bounded).
   FOR round IN 1..3 LOOP
-    INSERT INTO {{schema}}.jobs AS j (type, payload, run_at, priority, max_attempts, key)
-    VALUES (job_type, body, start_at, coalesce(add_job.priority, 0), coalesce(add_job.max_attempts, 5), job_key)
+    INSERT INTO {{schema}}.jobs AS j (type, payload, run_at, priority, max_attempts, key, queue)
+    VALUES (job_type, body, start_at, coalesce(add_job.priority, 0), add_job.max_attempts, job_key, job_queue)
     ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('pending', 'processing') DO NOTHING
     RETURNING j.* INTO job;
     IF job.id IS NOT NULL THEN
