@@ -4,7 +4,9 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
+  claimLimited,
   completeJobs,
+  drawClaimTokens,
   enqueueJob,
   enqueueJobs,
   failJobs,
@@ -16,7 +18,7 @@ import {
   type Queryable,
 } from "../src/db/index.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { claimed, row } from "./support/factory.ts";
+import { claimed, row, want } from "./support/factory.ts";
 
 const db = useTestDatabase();
 
@@ -60,9 +62,9 @@ describe("dedupe: replace", () => {
     const first = await enqueueJob(db.pool, { type: "index", key: "doc-1", payload: { v: 1 }, priority: 5, maxAttempts: 3, delayMs: 3_600_000 });
     // A failed attempt earlier: the replacement is new work, so its attempts start again.
     await db.pool.query("UPDATE picket.jobs SET attempts = 2, last_error = 'old' WHERE id = $1", [first.id]);
-    const second = await enqueueJob(db.pool, { type: "index.v2", key: "doc-1", payload: { v: 2 }, dedupe: "replace" });
+    const second = await enqueueJob(db.pool, { type: "index.v2", key: "doc-1", payload: { v: 2 }, queue: "doc-q1", dedupe: "replace" });
     expect(second.id).toBe(first.id);
-    expect(second).toMatchObject({ type: "index.v2", payload: { v: 2 }, priority: 5, maxAttempts: 3, status: "pending", attempts: 0, lastError: null });
+    expect(second).toMatchObject({ type: "index.v2", payload: { v: 2 }, queue: "doc-q1", priority: 5, maxAttempts: 3, status: "pending", attempts: 0, lastError: null });
     // Run time replaced too: the new spec said "now" (no delay), so it is due at once.
     const { rows } = await db.pool.query("SELECT run_at <= now() AS due FROM picket.jobs WHERE id = $1", [first.id]);
     expect(rows[0].due).toBe(true);
@@ -180,6 +182,19 @@ describe("dedupe: replace", () => {
     expect((await rowsWithKey("open-1")).map((r) => [r.id, r.status])).toEqual([[next.id, "pending"]]);
   });
 
+  it("with the same serial queue, the job a replace moved the key to starts only after the old run ends", async () => {
+    const claimQueued = () => claimLimited(db.pool, "w", [{ ...want("index-q", { limit: 10 }) }], { total: 10, tokens: drawClaimTokens(10) });
+    await enqueueJob(db.pool, { type: "index-q", key: "q-1", queue: "doc-q", payload: { v: 1 } });
+    const [running] = await claimQueued();
+    const next = await enqueueJob(db.pool, { type: "index-q", key: "q-1", queue: "doc-q", payload: { v: 2 }, dedupe: "replace" });
+    expect(next).toMatchObject({ status: "pending", queue: "doc-q", key: "q-1" });
+    expect(next.id).not.toBe(running!.id);
+    // The queue is held by the old run, which no longer holds the key: the new job waits for it.
+    expect(await claimQueued()).toEqual([]);
+    expect((await completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]))[0]!.outcome).toBe("applied");
+    expect((await claimQueued()).map((j) => j.id)).toEqual([next.id]);
+  });
+
   it("two batches naming the same keys in opposite orders take the keys' locks in one order (no deadlock)", async () => {
     const holder = await db.connect();
     await holder.query("BEGIN");
@@ -215,6 +230,10 @@ describe("dedupe: replace", () => {
     await enqueueJob(db.pool, { type: "index-wake", key: "doc-10", delayMs: 3_600_000, dedupe: "replace" });
     await enqueueJob(db.pool, { type: "index-wake", key: "doc-10", dedupe: "replace" });
     await expect.poll(() => heard, { timeout: 5_000 }).toEqual(["picket:picket|index-wake"]);
+    // A queued job is announced as the insert trigger (0007) announces one, so workers run the slow claim.
+    await enqueueJob(db.pool, { type: "index-wake-q", key: "doc-10q", queue: "wake-q", delayMs: 3_600_000 });
+    await enqueueJob(db.pool, { type: "index-wake-q", key: "doc-10q", queue: "wake-q", dedupe: "replace" });
+    await expect.poll(() => heard, { timeout: 5_000 }).toEqual(["picket:picket|index-wake", "picket:picket|index-wake-q,!queued"]);
   });
 
   it("concurrent replaces of one key create exactly one job, which ends with one of their payloads", async () => {
