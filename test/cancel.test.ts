@@ -95,7 +95,9 @@ describe("a running job cancelled", () => {
     await expect.poll(() => outcomes.length, { timeout: 5_000 }).toBe(1);
     expect(outcomes[0]).toMatchObject({ id: job.id, outcome: "cancelled" });
     expect(aborted.get(job.id)! - cancelledAt).toBeLessThan(1_000);
-    expect(logs.some((l) => l.msg === `job ${job.id} was cancelled; interrupting its handler`)).toBe(true);
+    expect(logs.filter((l) => l.msg.startsWith(`job ${job.id} was cancelled`)).map((l) => [l.level, l.msg])).toEqual([
+      [30, `job ${job.id} was cancelled while claimed; its handler was interrupted and nothing more is written for it`],
+    ]);
     await supervisor.stop();
     expect(await getJob(db.pool, job.id)).toMatchObject({ status: "cancelled", result: null, lastError: null });
   });

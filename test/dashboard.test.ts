@@ -7,7 +7,7 @@ import type { Server } from "node:http";
 import { Effect, Fiber } from "effect";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueueJob } from "../src/db/index.ts";
+import { enqueueJob, jobSteps } from "../src/db/index.ts";
 import { createDashboardHandler, serveDashboard } from "../src/dashboard/server.ts";
 import { jobMachine } from "../src/machines/index.ts";
 import { defineTask, PermanentError } from "../src/runtime/task.ts";
@@ -56,10 +56,19 @@ describe("the dashboard in a browser", () => {
         throw new PermanentError("the card was declined");
       },
     });
+    // Records a durable step, then runs until it is cancelled.
+    const stepping = defineTask({
+      name: "stepping",
+      handler: async (_p, { step, signal }) => {
+        await step("fetched", () => ({ rows: 3 }));
+        await new Promise((_resolve, reject) => signal.addEventListener("abort", () => reject(new Error("stopped")), { once: true }));
+      },
+    });
     const held = await enqueueJob(db.pool, { type: "gated" });
+    const stepped = await enqueueJob(db.pool, { type: "stepping" });
     const dead = await enqueueJob(db.pool, { type: "doomed" });
     await enqueueJob(db.pool, { type: "nobody-runs-this" });
-    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [gated, doomed], heartbeatIntervalMs: 100, workerId: "w-dash" });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [gated, doomed, stepping], heartbeatIntervalMs: 100, workerId: "w-dash" });
     await expect.poll(async () => (await row(db.pool, dead.id)).status, { timeout: 5_000 }).toBe("dead");
     const served = await dashboard(TOKEN);
     const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
@@ -76,6 +85,8 @@ describe("the dashboard in a browser", () => {
       // The queue by task, from the table.
       await expect.poll(() => page.locator('[data-task="gated"] [data-col="processing"]').textContent(), { timeout: 5_000 }).toBe("1");
       expect(await page.locator('[data-task="nobody-runs-this"] [data-col="pending"]').textContent()).toBe("1");
+      // No live worker has a handler for it: said above the table.
+      expect(await page.locator('[data-testid="unhandled"]').textContent()).toBe("no live worker has a handler for: nobody-runs-this (1 pending)");
       // The dead job, its error and stack; retry refused without the token, done with it.
       const deadRow = page.locator(`[data-testid="retry-row"][data-job-id="${dead.id}"]`);
       await deadRow.waitFor({ timeout: 5_000 });
@@ -94,6 +105,14 @@ describe("the dashboard in a browser", () => {
       await detail.waitFor({ timeout: 5_000 });
       expect(await detail.textContent()).toMatch(/PermanentError: the card was declined/);
       if (process.env.PICKET_SCREENSHOTS === "1") await page.screenshot({ path: "docs/dashboard.png", fullPage: true });
+      // A running job's history shows its recorded step; its cancel button stops it.
+      await expect.poll(async () => (await jobSteps(db.pool, stepped.id)).length, { timeout: 5_000 }).toBe(1);
+      await page.locator(`a.job[data-open="${stepped.id}"]`).first().click();
+      await expect.poll(() => page.locator('[data-testid="step"]').textContent(), { timeout: 5_000 }).toMatch(/fetched.*attempt 1.*\{"rows":3\}/s);
+      await page.locator(`#detail-body button[data-action="cancel"][data-id="${stepped.id}"]`).click();
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`cancel job ${stepped.id}: applied`);
+      await expect.poll(async () => (await row(db.pool, stepped.id)).status, { timeout: 5_000 }).toBe("cancelled");
+      await expect.poll(() => worker.locator(`[data-testid="job"][data-job-id="${stepped.id}"]`).count(), { timeout: 5_000 }).toBe(0);
       // The held job finishes: it leaves the worker's list.
       release();
       await expect.poll(() => job.count(), { timeout: 5_000 }).toBe(0);

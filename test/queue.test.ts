@@ -24,7 +24,8 @@ describe("enqueue through tasks", () => {
   });
 
   it("enqueues many in one call, inside the caller's transaction", async () => {
-    const queue = createQueue({ pool: db.pool, tasks: [withEffectSchema] });
+    // "untyped" is defined elsewhere: allowUnknown lets the queue enqueue it (test/unknown-tasks.test.ts).
+    const queue = createQueue({ pool: db.pool, tasks: [withEffectSchema], allowUnknown: true });
     const client = await db.connect();
     await client.query("BEGIN");
     const jobs = await queue.enqueueMany([{ task: "email", payload: { to: "x@example.com" } }, { task: "untyped", payload: [1] }], { client });

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { enqueueJob, type DedupeMode } from "../db/index.ts";
+import { checkTaskName, enqueueJob, handlerCoverage, LIVE_WORKER_MS, type DedupeMode } from "../db/index.ts";
 import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 interface EnqueueOptions extends DatabaseOptions {
@@ -9,6 +9,7 @@ interface EnqueueOptions extends DatabaseOptions {
   maxAttempts?: number;
   key?: string;
   queue?: string;
+  allowUnknown?: boolean;
   dedupe?: string;
   dedupeWindow?: number;
 }
@@ -41,6 +42,7 @@ export const enqueueCommand = (program: Command): void => {
       .option("--priority <n>", "higher runs first, -1000..1000", (v) => Number(v))
       .option("--max-attempts <n>", "attempts before the job is dead (default: the task's maxAttempts)", (v) => Number(v))
       .option("--queue <name>", "a serial queue: its jobs run one at a time across all workers, oldest first")
+      .option("--allow-unknown", "enqueue even when no live worker has a handler for the task")
       .option("--key <key>", "dedupe key: while a job with this key is pending or running, return it instead")
       .option("--dedupe <mode>", "with --key: live (default), replace (the pending job with the key takes this one's payload and run time), or window")
       .option("--dedupe-window <ms>", "with --key: also return a job with the key that completed less than this many milliseconds ago", integerOption("--dedupe-window", 1)),
@@ -52,8 +54,21 @@ export const enqueueCommand = (program: Command): void => {
     } catch (error) {
       throw new Error(`payload is not valid JSON (${(error as Error).message}); quote it for your shell, e.g. '{"to":"a@example.com"}'`);
     }
-    const job = await withPool(options, (pool) =>
-      enqueueJob(
+    const job = await withPool(options, async (pool) => {
+      // A typo in a task name would make a job no worker ever runs: the live workers' heartbeats
+      // say which names they handle. With no live worker there is nothing to check against.
+      checkTaskName(task);
+      const { liveWorkers, handled } = await handlerCoverage(pool, statementOptions(options));
+      if (!options.allowUnknown && !handled.includes(task)) {
+        if (liveWorkers > 0) {
+          throw new Error(
+            `no live worker has a handler for task "${task}" (the ${liveWorkers} live worker(s) run: ${handled.join(", ") || "no tasks"}); nothing was enqueued. ` +
+              `Check the name, or pass --allow-unknown to enqueue it anyway (it waits for a worker that runs "${task}").`,
+          );
+        }
+        process.stderr.write(`picket: warning: no worker is live (no heartbeat in the last ${LIVE_WORKER_MS / 1000} s), so task "${task}" could not be checked; enqueueing it.\n`);
+      }
+      return enqueueJob(
         pool,
         {
           type: task,
@@ -67,8 +82,8 @@ export const enqueueCommand = (program: Command): void => {
           ...(dedupe !== undefined ? { dedupe } : {}),
         },
         statementOptions(options),
-      ),
-    );
+      );
+    });
     process.stdout.write(`${JSON.stringify(job)}\n`);
   });
 };

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { queueStats, type QueueStats } from "../db/index.ts";
+import { LIVE_WORKER_MS, queueStats, type QueueStats } from "../db/index.ts";
 import { statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 const STATUSES = ["pending", "processing", "completed", "dead", "cancelled"] as const;
@@ -11,6 +11,16 @@ export const formatStats = (stats: QueueStats): string => {
   const lines = [["task".padEnd(width), ...STATUSES.map((s) => s.padStart(10))].join(" ")];
   for (const type of types) lines.push([type.padEnd(width), ...STATUSES.map((s) => String(count(type, s)).padStart(10))].join(" "));
   if (types.length === 0) lines.push("(no jobs)");
+  const { liveWorkers, unhandled } = stats.handlers;
+  if (unhandled.length > 0) {
+    const list = unhandled.map((u) => `${u.type} (${u.count})`).join(", ");
+    lines.push(
+      "",
+      liveWorkers === 0
+        ? `no live worker (none has sent a heartbeat in the last ${LIVE_WORKER_MS / 1000} s): pending jobs wait for one: ${list}`
+        : `pending jobs no live worker has a handler for: ${list}; start a worker with these tasks, or cancel the jobs (picket jobs cancel <id>)`,
+    );
+  }
   const age = stats.oldestReadyAgeSeconds;
   lines.push("", `oldest ready pending job: ${age === null ? "none" : `${age.toFixed(1)} s`}`);
   if (stats.recentDead.length > 0) {

@@ -53,7 +53,7 @@ export const DASHBOARD_PAGE = `<!doctype html>
   <label class="muted">token for retry and cancel <input id="token" type="password" size="16" autocomplete="off"></label>
 </header>
 <main>
-  <section><h2>Queue by task</h2><div id="queue"></div></section>
+  <section><h2>Queue by task</h2><div id="unhandled"></div><div id="queue"></div></section>
   <section><h2>Over the last minutes</h2><div id="history"></div></section>
   <section class="wide"><h2>Workers</h2><div id="workers"></div></section>
   <section class="wide"><h2>Schedules</h2><div id="schedules"></div></section>
@@ -148,6 +148,9 @@ function render(s) {
   const rate = (type, status) => count(s.finished, type, status) / s.finishedWindowSeconds;
   history.push({ at: Date.now(), tasks: Object.fromEntries(tasks.map((t) => [t, { pending: count(s.depth, t, "pending"), done: rate(t, "completed") }])) });
   if (history.length > HISTORY) history.shift();
+  const h = s.handlers;
+  $("unhandled").innerHTML = h.unhandled.length === 0 ? "" : '<p class="bad" data-testid="unhandled">' + (h.liveWorkers === 0 ? "no live worker: " : "no live worker has a handler for: ") +
+    h.unhandled.map((u) => esc(u.type) + " (" + u.count + " pending)").join(", ") + "</p>";
   $("queue").innerHTML = tasks.length === 0 ? '<p class="muted">no live jobs</p>' :
     '<table><tr><th>task</th><th class="num">pending</th><th class="num">processing</th><th class="num">completed/s</th><th class="num">dead/s</th></tr>' +
     tasks.map((t) => '<tr data-task="' + esc(t) + '"><td>' + esc(t) + '</td><td class="num" data-col="pending">' + count(s.depth, t, "pending") + '</td><td class="num" data-col="processing">' + count(s.depth, t, "processing") + '</td><td class="num">' + rate(t, "completed").toFixed(1) + '</td><td class="num">' + rate(t, "dead").toFixed(1) + "</td></tr>").join("") + "</table>";

@@ -6,7 +6,7 @@ import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
 import type { ErrorEntry, JobStatus } from "./job-row.ts";
-import { listWorkers, type WorkerRow } from "./workers.ts";
+import { handlerCoverage, listWorkers, type HandlerCoverage, type WorkerRow } from "./workers.ts";
 import { listSchedules, type ScheduleView } from "./schedules.ts";
 
 /** A job that failed recently: retrying (pending with an error) or dead. */
@@ -33,6 +33,8 @@ export interface DashboardSnapshot {
   workers: WorkerRow[];
   /** Every schedule, with its next run. */
   schedules: ScheduleView[];
+  /** Pending jobs no live worker has a handler for (by the workers' heartbeats). */
+  handlers: HandlerCoverage;
 }
 
 const FINISHED_WINDOW_S = 5;
@@ -61,13 +63,14 @@ const deadSql = perSchema(
 
 export const dashboardSnapshot = async (db: Queryable, options: StatementOptions = {}): Promise<DashboardSnapshot> => {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const [depth, finished, retrying, dead, workers, schedules] = await Promise.all([
+  const [depth, finished, retrying, dead, workers, schedules, handlers] = await Promise.all([
     queueDepth(db, options),
     runStatement<DashboardSnapshot["finished"][number]>(db, { text: finishedSql(schema) }, options),
     runStatement<FailedJob>(db, { text: retryingSql(schema) }, options),
     runStatement<FailedJob>(db, { text: deadSql(schema) }, options),
     listWorkers(db, options),
     listSchedules(db, options),
+    handlerCoverage(db, options),
   ]);
-  return { depth, finished: finished.rows, finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows, dead: dead.rows, workers, schedules };
+  return { depth, finished: finished.rows, finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows, dead: dead.rows, workers, schedules, handlers };
 };

@@ -25,6 +25,8 @@ export interface WorkerBeat {
   jobs: HeldJobView[];
   running: number;
   waiting: number;
+  /** The task names it has handlers for (migration 0005). */
+  tasks: string[];
 }
 
 export interface WorkerRow extends WorkerBeat {
@@ -41,10 +43,10 @@ const beatSql = perSchema(
   WITH forgotten AS (
     DELETE FROM ${schema}.workers WHERE last_beat < now() - interval '${FORGET_SILENT_WORKERS_AFTER}' AND id <> $1
   )
-  INSERT INTO ${schema}.workers AS w (id, host, pid, version, started_at, last_beat, concurrency, state, jobs, running, waiting)
-  VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10)
+  INSERT INTO ${schema}.workers AS w (id, host, pid, version, started_at, last_beat, concurrency, state, jobs, running, waiting, tasks)
+  VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11::text[])
   ON CONFLICT (id) DO UPDATE SET last_beat = now(), state = EXCLUDED.state, jobs = EXCLUDED.jobs,
-    running = EXCLUDED.running, waiting = EXCLUDED.waiting, concurrency = EXCLUDED.concurrency`,
+    running = EXCLUDED.running, waiting = EXCLUDED.waiting, concurrency = EXCLUDED.concurrency, tasks = EXCLUDED.tasks`,
 );
 
 /** Writes the worker's row (and forgets workers silent for an hour). */
@@ -54,7 +56,7 @@ export const beat = async (db: Queryable, worker: WorkerBeat, options: Statement
     {
       name: `picket_beat_${options.schema ?? DEFAULT_SCHEMA}`,
       text: beatSql(options.schema ?? DEFAULT_SCHEMA),
-      values: [worker.id, worker.host, worker.pid, worker.version, worker.startedAt, worker.concurrency, worker.state, JSON.stringify(worker.jobs), worker.running, worker.waiting],
+      values: [worker.id, worker.host, worker.pid, worker.version, worker.startedAt, worker.concurrency, worker.state, JSON.stringify(worker.jobs), worker.running, worker.waiting, worker.tasks],
     },
     options,
   );
@@ -69,10 +71,48 @@ export const removeWorker = async (db: Queryable, id: string, options: Statement
 
 const listSql = perSchema(
   (schema) => `
-  SELECT id, host, pid, version, started_at AS "startedAt", last_beat AS "lastBeat", concurrency, state, jobs, running, waiting,
+  SELECT id, host, pid, version, started_at AS "startedAt", last_beat AS "lastBeat", concurrency, state, jobs, running, waiting, tasks,
          (extract(epoch FROM now() - last_beat) * 1000)::float8 AS "silentMs"
   FROM ${schema}.workers ORDER BY host, started_at, id`,
 );
 
 export const listWorkers = async (db: Queryable, options: StatementOptions = {}): Promise<WorkerRow[]> =>
   (await runStatement<WorkerRow>(db, { text: listSql(options.schema ?? DEFAULT_SCHEMA) }, options)).rows;
+
+/** A worker heard from within this long counts as live when pending jobs are matched to handlers. */
+export const LIVE_WORKER_MS = 30_000;
+
+/** Pending jobs of one task that no live worker has a handler for. */
+export interface UnhandledPending {
+  type: string;
+  count: number;
+}
+
+/** What the live workers can run: how many there are, and the pending jobs none of them has a handler for. */
+export interface HandlerCoverage {
+  liveWorkers: number;
+  /** Every task name some live worker handles. */
+  handled: string[];
+  unhandled: UnhandledPending[];
+}
+
+// Live workers by their heartbeats (by the server's clock); a pending job is unhandled when no
+// live worker lists its type. With no live worker at all, every pending job is.
+const coverageSql = perSchema(
+  (schema) => `
+  WITH live AS (
+    SELECT tasks FROM ${schema}.workers WHERE last_beat > now() - $1::int * interval '1 millisecond'
+  ), handled AS (
+    SELECT DISTINCT unnest(tasks) AS type FROM live
+  )
+  SELECT (SELECT count(*) FROM live)::int AS "liveWorkers",
+         (SELECT coalesce(array_agg(type ORDER BY type), '{}') FROM handled) AS handled,
+         (SELECT coalesce(jsonb_agg(jsonb_build_object('type', u.type, 'count', u.count) ORDER BY u.type), '[]')
+          FROM (SELECT j.type, count(*)::int AS count FROM ${schema}.jobs AS j
+                WHERE j.status = 'pending' AND j.type NOT IN (SELECT type FROM handled)
+                GROUP BY j.type) AS u) AS unhandled`,
+);
+
+/** The live workers' task names, and the pending jobs none of them can run. */
+export const handlerCoverage = async (db: Queryable, options: StatementOptions & { liveWithinMs?: number } = {}): Promise<HandlerCoverage> =>
+  (await runStatement<HandlerCoverage>(db, { text: coverageSql(options.schema ?? DEFAULT_SCHEMA), values: [options.liveWithinMs ?? LIVE_WORKER_MS] }, options)).rows[0]!;

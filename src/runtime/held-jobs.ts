@@ -395,10 +395,9 @@ export class HeldJobs {
    * The job was cancelled under its claim (told by the cancel's notification, or found by a
    * renewal): a job before its outcome stops; one writing its outcome learns it from that write.
    */
-  cancelled({ job, actor }: HeldJob): void {
-    if (!beforeOutcome(actor.state)) return;
-    this.logger.info({ job_id: job.id, task: job.type, claim_token: job.claimToken }, `job ${job.id} was cancelled; interrupting its handler`);
-    actor.send({ type: "CANCEL" });
+  cancelled({ actor }: HeldJob): void {
+    // The machine's cancelled state logs it, whichever way the worker learnt of it.
+    if (beforeOutcome(actor.state)) actor.send({ type: "CANCEL" });
   }
 
   /** The cancel's notification named a claim: the job this worker holds under it, if any, stops. */

@@ -1,7 +1,7 @@
 export type { SupervisorOptions } from "./config.ts";
 export { PicketWorker, workerLayer } from "./layer.ts";
 export { createLogger, jobLogger, type Logger, type LoggerOptions } from "./logger.ts";
-export { createQueue, type EnqueueOptions, type Queue } from "./queue.ts";
+export { createQueue, type EnqueueOptions, type Queue, type QueueOptions } from "./queue.ts";
 export { createSupervisor, Supervisor, type JobFinishedListener, type SupervisorStats } from "./supervisor.ts";
 export {
   defineTask,

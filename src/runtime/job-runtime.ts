@@ -178,7 +178,8 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
           `could not record the outcome (${intended}) of job ${job.id}: ${writeError}; it stays processing and the sweep takes it back after its lease`,
         ),
       reportRefused: ({ context: { job } }) => log(job).error(`job ${job.id} has no claim token; refused, never run unfenced`),
-      reportCancelled: ({ context: { job } }) => log(job).info(`job ${job.id} was cancelled while claimed; its handler was interrupted and nothing more is written for it`),
+      reportCancelled: ({ context: { job } }) =>
+        log(job).info(`job ${job.id} was cancelled while claimed; its handler was interrupted and nothing more is written for it`),
     },
   });
 

@@ -16,11 +16,26 @@ export interface Queue {
   enqueueMany(jobs: Array<{ task: Task<any, any> | string; payload: unknown } & EnqueueOptions>, options?: { client?: Queryable }): Promise<Job[]>;
 }
 
-export const createQueue = (options: { pool: pg.Pool | Queryable; tasks?: readonly Task<any, any>[]; schema?: string }): Queue => {
+export interface QueueOptions {
+  pool: pg.Pool | Queryable;
+  /** The tasks this queue enqueues: a name not among them is refused (a typo would make a job no worker runs). */
+  tasks?: readonly Task<any, any>[];
+  /** Accept names outside `tasks` (jobs for tasks another service defines). Default false. */
+  allowUnknown?: boolean;
+  schema?: string;
+}
+
+export const createQueue = (options: QueueOptions): Queue => {
   const tasks = new Map(options.tasks?.map((t) => [t.name, t as Task]));
   const toSpec = async (task: Task | string, payload: unknown, rest: EnqueueOptions): Promise<JobSpec> => {
     const known = typeof task === "string" ? tasks.get(task) : task;
     const type = typeof task === "string" ? task : task.name;
+    if (known === undefined && options.tasks !== undefined && !options.allowUnknown) {
+      throw new InvalidJobError(
+        `picket: task ${JSON.stringify(type)} is not one of this queue's tasks (${[...tasks.keys()].join(", ") || "none"}); nothing was enqueued. ` +
+          `Pass the task object, add it to createQueue({ tasks }), or set allowUnknown: true for tasks defined elsewhere.`,
+      );
+    }
     if (known !== undefined) {
       try {
         await checkPayload(known, payload);

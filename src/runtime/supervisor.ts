@@ -620,6 +620,7 @@ export class Supervisor {
       jobs,
       running: total(running),
       waiting: total(waiting),
+      tasks: [...this.tasks.keys()],
     };
   }
 
