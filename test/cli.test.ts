@@ -90,6 +90,24 @@ describe("picket CLI", () => {
     expect(await picket(["jobs", "show", "999999"], env)).toMatchObject({ code: 1, stderr: "picket: job 999999 does not exist\n" });
   }, 60_000);
 
+  it("enqueues with a dedupe mode: replace takes over the pending job, a window returns a recently completed one", async () => {
+    const env = { env: { DATABASE_URL: db.url } };
+    const first = JSON.parse((await picket(["enqueue", "cli.dedupe", '{"v":1}', "--key", "cli-r", "--delay", "60000"], env)).stdout);
+    const replaced = await picket(["enqueue", "cli.dedupe", '{"v":2}', "--key", "cli-r", "--dedupe", "replace"], env);
+    expect(JSON.parse(replaced.stdout)).toMatchObject({ id: first.id, payload: { v: 2 }, status: "pending" });
+    await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() - interval '30 seconds' WHERE id = $1", [first.id]);
+    const held = await picket(["enqueue", "cli.dedupe", "{}", "--key", "cli-r", "--dedupe-window", "60000"], env);
+    expect(JSON.parse(held.stdout)).toMatchObject({ id: first.id, status: "completed" });
+    const fresh = await picket(["enqueue", "cli.dedupe", "{}", "--key", "cli-r", "--dedupe", "window", "--dedupe-window", "10000"], env);
+    expect(JSON.parse(fresh.stdout).id).not.toBe(first.id);
+    const noKey = await picket(["enqueue", "cli.dedupe", "{}", "--dedupe", "replace"], env);
+    expect(noKey).toMatchObject({ code: 1, stderr: expect.stringMatching(/dedupe "replace" needs a key/) });
+    const noWindow = await picket(["enqueue", "cli.dedupe", "{}", "--key", "k", "--dedupe", "window"], env);
+    expect(noWindow).toMatchObject({ code: 1, stderr: expect.stringMatching(/--dedupe window needs --dedupe-window <ms>/) });
+    const both = await picket(["enqueue", "cli.dedupe", "{}", "--key", "k", "--dedupe", "replace", "--dedupe-window", "5"], env);
+    expect(both).toMatchObject({ code: 1, stderr: expect.stringMatching(/--dedupe-window goes with --dedupe window \(or alone\), not --dedupe replace/) });
+  }, 60_000);
+
   it("says what is wrong and exits non-zero on bad input", async () => {
     const env = { env: { DATABASE_URL: db.url } };
     const badJson = await picket(["enqueue", "hello", "{not json"], env);

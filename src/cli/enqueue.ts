@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { checkTaskName, enqueueJob, handlerCoverage, LIVE_WORKER_MS } from "../db/index.ts";
+import { checkTaskName, enqueueJob, handlerCoverage, LIVE_WORKER_MS, type DedupeMode } from "../db/index.ts";
 import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 interface EnqueueOptions extends DatabaseOptions {
@@ -10,7 +10,25 @@ interface EnqueueOptions extends DatabaseOptions {
   key?: string;
   queue?: string;
   allowUnknown?: boolean;
+  dedupe?: string;
+  dedupeWindow?: number;
 }
+
+/** The spec's dedupe mode from --dedupe and --dedupe-window; the spec's own check then wants a key. */
+const dedupeMode = (options: EnqueueOptions): DedupeMode | undefined => {
+  const { dedupe, dedupeWindow } = options;
+  if (dedupeWindow !== undefined) {
+    if (dedupe !== undefined && dedupe !== "window") {
+      throw new Error(`--dedupe-window goes with --dedupe window (or alone), not --dedupe ${dedupe}`);
+    }
+    return { windowMs: dedupeWindow };
+  }
+  if (dedupe === "window") throw new Error("--dedupe window needs --dedupe-window <ms>: how long after a job with the key completed no other is created");
+  if (dedupe !== undefined && dedupe !== "live" && dedupe !== "replace") {
+    throw new Error(`--dedupe must be live, replace or window (got "${dedupe}")`);
+  }
+  return dedupe;
+};
 
 export const enqueueCommand = (program: Command): void => {
   withDatabaseOptions(
@@ -25,8 +43,11 @@ export const enqueueCommand = (program: Command): void => {
       .option("--max-attempts <n>", "attempts before the job is dead (default: the task's maxAttempts)", (v) => Number(v))
       .option("--queue <name>", "a serial queue: its jobs run one at a time across all workers, oldest first")
       .option("--allow-unknown", "enqueue even when no live worker has a handler for the task")
-      .option("--key <key>", "dedupe key: while a job with this key is pending or running, return it instead"),
+      .option("--key <key>", "dedupe key: while a job with this key is pending or running, return it instead")
+      .option("--dedupe <mode>", "with --key: live (default), replace (the pending job with the key takes this one's payload and run time), or window")
+      .option("--dedupe-window <ms>", "with --key: also return a job with the key that completed less than this many milliseconds ago", integerOption("--dedupe-window", 1)),
   ).action(async (task: string, payloadText: string, options: EnqueueOptions) => {
+    const dedupe = dedupeMode(options);
     let payload: unknown;
     try {
       payload = JSON.parse(payloadText);
@@ -58,6 +79,7 @@ export const enqueueCommand = (program: Command): void => {
           ...(options.maxAttempts !== undefined ? { maxAttempts: options.maxAttempts } : {}),
           ...(options.key !== undefined ? { key: options.key } : {}),
           ...(options.queue !== undefined ? { queue: options.queue } : {}),
+          ...(dedupe !== undefined ? { dedupe } : {}),
         },
         statementOptions(options),
       );

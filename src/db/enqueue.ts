@@ -1,5 +1,6 @@
 import { type Job, jobColumns } from "./job-row.ts";
 import { PicketError } from "./errors.ts";
+import { enqueueWithDedupeModes } from "./dedupe.ts";
 import { checkJobSpec, type CheckedJobSpec, type JobSpec } from "./job-spec.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { runStatement } from "./statement.ts";
@@ -31,7 +32,9 @@ const selectLiveByKey = perSchema(
 /**
  * Enqueues jobs in one statement and returns them in the order given. Pass your own pg client
  * inside a transaction to make the jobs commit or roll back with your other writes. A spec whose
- * key is held by a live job returns that job instead of creating one.
+ * key is held by a live job returns that job instead of creating one; a spec's `dedupe` chooses
+ * other rules (DedupeMode). Either way a batch is one statement (plus look-ups of live keys'
+ * holders that changed hands meanwhile, in the default mode).
  */
 export const enqueueJobs = async (
   db: Queryable,
@@ -39,6 +42,18 @@ export const enqueueJobs = async (
   options: StatementOptions = {},
 ): Promise<Job[]> => {
   const checked = specs.map(checkJobSpec);
+  if (checked.every((spec) => spec.dedupe === "live")) return enqueueLive(db, checked, options);
+  // Any other mode sends the whole batch through add_job (src/db/dedupe.ts): one statement, so the
+  // batch commits or fails as a whole, as the common path does.
+  return enqueueWithDedupeModes(
+    db,
+    checked.map((spec, i) => ({ spec, priorityGiven: specs[i]!.priority !== undefined, maxAttemptsGiven: specs[i]!.maxAttempts !== undefined })),
+    options,
+  );
+};
+
+/** Specs in the "live" mode (or without a key): one INSERT, and look-ups only for keys already held. */
+const enqueueLive = async (db: Queryable, checked: CheckedJobSpec[], options: StatementOptions): Promise<Job[]> => {
   if (checked.length === 0) return [];
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const insert = async (batch: CheckedJobSpec[]) =>

@@ -28,7 +28,23 @@ export interface JobSpec {
    * same key creates nothing and returns the live one. Keys are global across task types.
    */
   key?: string;
+  /** What a second job with the same `key` does; needs `key`. Default "live". See DedupeMode. */
+  dedupe?: DedupeMode;
 }
+
+/**
+ * - "live" (default): while a job with the key is pending or processing, return it.
+ * - "replace": a pending job with the key takes this spec (type, payload, run time; priority and
+ *   maxAttempts when given; its attempts start again) and is returned. If the key's job is
+ *   processing, the key moves: that job keeps running without it (its outcome is still recorded)
+ *   and this spec is enqueued as a new pending job holding the key, which may start meanwhile.
+ * - `{ windowMs }`: as "live", and also while a job with the key completed less than windowMs ago
+ *   (the database's clock); that job is returned. Dead and cancelled jobs do not hold the key.
+ */
+export type DedupeMode = "live" | "replace" | { windowMs: number };
+
+/** Longest dedupe window: a year. */
+export const MAX_DEDUPE_WINDOW_MS = 365 * 24 * 3_600_000;
 
 /** A spec checked and normalised, ready to be bound to the enqueue statement. */
 export interface CheckedJobSpec {
@@ -41,6 +57,9 @@ export interface CheckedJobSpec {
   maxAttempts: number | null;
   key: string | null;
   queue: string | null;
+  /** The dedupe mode; windowMs is set for "window" only. */
+  dedupe: "live" | "replace" | "window";
+  windowMs: number | null;
 }
 
 /** Largest payload, as UTF-8 JSON text. Larger data belongs in storage, referenced by the payload. */
@@ -195,5 +214,31 @@ export const checkJobSpec = (spec: JobSpec): CheckedJobSpec => {
     }
     key = spec.key;
   }
-  return { type, payloadJson, runAt, delayMs, priority, maxAttempts, key, queue };
+  return { type, payloadJson, runAt, delayMs, priority, maxAttempts, key, queue, ...checkDedupe(type, spec.dedupe, key) };
+};
+
+const checkDedupe = (type: string, dedupe: unknown, key: string | null): Pick<CheckedJobSpec, "dedupe" | "windowMs"> => {
+  if (dedupe === undefined) return { dedupe: "live", windowMs: null };
+  const mode =
+    dedupe === "live" || dedupe === "replace"
+      ? dedupe
+      : typeof dedupe === "object" && dedupe !== null && !Array.isArray(dedupe) && "windowMs" in dedupe
+        ? "window"
+        : null;
+  if (mode === null) {
+    throw new InvalidJobError(`picket: job "${type}": dedupe must be "live", "replace" or { windowMs: <milliseconds> } (got ${describe(dedupe)}).`);
+  }
+  if (key === null) {
+    throw new InvalidJobError(
+      `picket: job "${type}": dedupe ${mode === "window" ? "{ windowMs }" : JSON.stringify(mode)} needs a key: it says what happens to another job with the same key. Add key: "...".`,
+    );
+  }
+  if (mode !== "window") return { dedupe: mode, windowMs: null };
+  const windowMs = (dedupe as { windowMs: unknown }).windowMs;
+  if (typeof windowMs !== "number" || !Number.isInteger(windowMs) || windowMs < 1 || windowMs > MAX_DEDUPE_WINDOW_MS) {
+    throw new InvalidJobError(
+      `picket: job "${type}": dedupe windowMs must be a whole number of milliseconds from 1 to ${MAX_DEDUPE_WINDOW_MS} (a year) (got ${describe(windowMs)}).`,
+    );
+  }
+  return { dedupe: "window", windowMs };
 };
