@@ -318,7 +318,10 @@ const execute = async (path: ModelPath, index: number) => {
   let leaseChecks = 0;
   const task: Task = defineTask({
     name: type,
-    timeoutMs: script.handler === "timeout" || script.validatorHangs === "timeout" ? 100 : 30_000,
+    // With a step, the faults come after the step is recorded, and the timeout must not fire before
+    // they are in: the test fires it then (the event XState's own timer sends); without a step the
+    // real timer does, after 100 ms.
+    timeoutMs: (script.handler === "timeout" && !script.step) || script.validatorHangs === "timeout" ? 100 : 30_000,
     ...(script.hasSchema
       ? {
           schema: {
@@ -340,6 +343,7 @@ const execute = async (path: ModelPath, index: number) => {
       if (script.step) {
         expect(await step("one", () => ++stepRuns)).toBe(1);
         await afterStep();
+        if (script.handler === "timeout") actor.send({ type: "xstate.after.jobTimeout.job.running" } as never);
       }
       await onHandlerStart();
       switch (script.handler) {

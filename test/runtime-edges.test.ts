@@ -53,13 +53,15 @@ describe("runtime edges", () => {
       BEGIN RAISE EXCEPTION 'busy, try again' USING ERRCODE = '40001'; END $$;
       CREATE TRIGGER always_busy BEFORE UPDATE ON picket.jobs
         FOR EACH ROW WHEN (NEW.status = 'completed' AND NEW.type = 'edge-busy') EXECUTE FUNCTION picket.always_busy();`);
-    const task = defineTask({ name: "edge-busy", leaseMs: 300, handler: async () => "ok" });
+    // A lease of 1 s: a shorter one can lapse before the handler starts on a loaded machine (the
+    // claim's reply later than the lease's margin), and the job is then released, not run.
+    const task = defineTask({ name: "edge-busy", leaseMs: 1_000, handler: async () => "ok" });
     const job = await enqueueJob(db.pool, { type: "edge-busy" });
     // The worker's own sweep runs every 100 ms: it must leave the claim alone while the outcome waits.
     const { outcomes } = await startWorker({ connectionString: db.url, tasks: [task] });
     await expect.poll(async () => (await row(db.pool, job.id)).status, { timeout: 5_000 }).toBe("processing");
     const claimedRow = await row(db.pool, job.id);
-    await new Promise((r) => setTimeout(r, 1_500)); // five leases
+    await new Promise((r) => setTimeout(r, 3_000)); // three leases
     expect(outcomes).toEqual([]);
     const waiting = await row(db.pool, job.id);
     expect(waiting).toMatchObject({ status: "processing", attempts: 1, claim_token: claimedRow.claim_token, errors: [] });
@@ -78,11 +80,11 @@ describe("runtime edges", () => {
       down && /^picket_(renew|complete)_/.test(statement.name) ? Promise.reject(Object.assign(new Error("connection lost"), { code: "08006" })) : forward(),
     );
     try {
-      const task = defineTask({ name: "edge-own-sweep", leaseMs: 300, handler: async () => "ok" });
+      const task = defineTask({ name: "edge-own-sweep", leaseMs: 1_000, handler: async () => "ok" });
       const job = await enqueueJob(db.pool, { type: "edge-own-sweep", maxAttempts: 1 });
       const { outcomes, logs } = await startWorker({ pool, tasks: [task] });
       await expect.poll(async () => (await row(db.pool, job.id)).status, { timeout: 5_000 }).toBe("processing");
-      await sleep(1_200); // four leases: long expired on the server
+      await sleep(3_000); // three leases: long expired on the server
       const { rows } = await db.pool.query("SELECT lock_until < now() AS expired FROM picket.jobs WHERE id = $1", [job.id]);
       expect(rows[0].expired).toBe(true);
       expect(logs.some((l) => l.msg === "sweep reclaimed jobs whose lease expired")).toBe(false);

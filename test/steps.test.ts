@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { cancelJob, claimJobs, enqueueJob, InvalidJobError, jobSteps, recordStep, sweepExpiredClaims } from "../src/db/index.ts";
+import { cancelJob, claimJobs, enqueueJob, type ClaimedJob, InvalidJobError, jobSteps, recordStep, sweepExpiredClaims } from "../src/db/index.ts";
 import { StepFencedError } from "../src/runtime/steps.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { CLI } from "./support/cli.ts";
@@ -93,11 +93,20 @@ describe("ctx.step in a worker", () => {
     const job = await enqueueJob(db.pool, { type: "steps-stale" });
     const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [task], listen: false });
     await atGate;
-    // Another worker takes the job over: the lease runs out, the sweep requeues it, a thief claims it.
-    await expireLease(db.pool, job.id);
-    await sweepExpiredClaims(db.pool, 10);
-    await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [job.id]);
-    const [thief] = await claimJobs(db.pool, "thief", [want("steps-stale", { limit: 1 })]);
+    // Another worker takes the job over: the lease runs out, the sweep requeues it, a thief claims
+    // it, in one transaction (so the worker's own polls never see the job pending in between).
+    const thiefSession = await db.connect();
+    let thief: ClaimedJob | undefined;
+    try {
+      await thiefSession.query("BEGIN");
+      await expireLease(thiefSession, job.id);
+      await sweepExpiredClaims(thiefSession, 10);
+      await thiefSession.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [job.id]);
+      [thief] = await claimJobs(thiefSession, "thief", [want("steps-stale", { limit: 1 })]);
+      await thiefSession.query("COMMIT");
+    } finally {
+      await thiefSession.end();
+    }
     expect(thief?.id).toBe(job.id);
     release();
     await expect.poll(() => outcomes.length, { timeout: 5_000 }).toBe(1);
