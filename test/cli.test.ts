@@ -137,7 +137,7 @@ describe("picket CLI", () => {
     const wrong = await picket(["machines", "--format", "svg"]);
     expect(wrong.code).not.toBe(0);
     expect(wrong.stderr).toMatch(/argument 'svg' is invalid\. Allowed choices are json, mermaid/);
-  });
+  }, 60_000);
 
   it("has --help for every command", async () => {
     for (const command of ["demo", "worker", "enqueue", "stats", "jobs", "migrate", "machines", "dashboard"]) {
