@@ -1,7 +1,10 @@
 // picket/testing, tested with itself: its database per file, runUntilIdle, expectEnqueued and
 // checkTask, which must fail a task that is not idempotent and pass one that is.
 import { AssertionError } from "node:assert";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { enqueueJob, enqueueJobs, getJob, type Job } from "../src/db/index.ts";
 import { defineTask, PermanentError, type StandardSchema } from "../src/runtime/task.ts";
 import {
@@ -33,6 +36,51 @@ describe("a database per test file", () => {
     const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM pg_database WHERE datname = $1", [other.name]);
     expect(rows[0].n).toBe(0);
   });
+});
+
+const runNodeTest = async (args: string[], env: NodeJS.ProcessEnv) => {
+  try {
+    const { stdout } = await promisify(execFile)(process.execPath, ["--test", ...args], { env, timeout: 240_000 });
+    return { code: 0, stdout };
+  } catch (error) {
+    const e = error as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? 1, stdout: `${e.stdout ?? ""}${e.stderr ?? ""}` };
+  }
+};
+
+describe("the database under node:test", () => {
+  // Without the run's server in the environment: no DATABASE_URL, no PICKET_TEST_* variables.
+  const { DATABASE_URL: _url, PICKET_TEST_ADMIN_URL: _admin, PICKET_TEST_TEMPLATE: _template, ...bare } = process.env;
+
+  it("uses the run's server when a global set-up started one (this run's)", async () => {
+    expect(new URL(db.url).port).toBe(new URL(inject("adminUrl")).port);
+    const { code, stdout } = await runNodeTest(["test/fixtures/kit-node-test.ts"], process.env);
+    expect(stdout).toContain(`kit-node-test port=${new URL(inject("adminUrl")).port} template=${inject("templateDatabase")}`);
+    expect(code, stdout).toBe(0);
+  }, 240_000);
+
+  it("starts a server through node's --test-global-setup, and hands it to the test files", async () => {
+    const { code, stdout } = await runNodeTest(["--test-global-setup=src/testing/global-setup.ts", "test/fixtures/kit-node-test.ts"], bare);
+    expect(stdout).toMatch(/kit-node-test port=\d+ template=picket_template_\d+_[0-9a-f]{6}\n/);
+    expect(stdout).not.toContain(`port=${new URL(inject("adminUrl")).port} `);
+    expect(code, stdout).toBe(0);
+  }, 240_000);
+
+  it("with no set-up at all, starts a server for the file and stops it after", async () => {
+    const { code, stdout } = await runNodeTest(["test/fixtures/kit-node-test.ts"], bare);
+    expect(stdout).toMatch(/kit-node-test port=\d+ template=none\n/);
+    expect(code, stdout).toBe(0);
+    // Its server went with its last database: nothing listens on its port any more.
+    const port = Number(/port=(\d+)/.exec(stdout)![1]);
+    const probe = new pg.Client({ host: "127.0.0.1", port, user: "postgres", database: "postgres", connectionTimeoutMillis: 5_000 });
+    await expect(probe.connect()).rejects.toThrow(/ECONNREFUSED/);
+  }, 240_000);
+
+  it("runs the worked example under node:test", async () => {
+    const { code, stdout } = await runNodeTest(["examples/testing/signup.node-test.ts"], process.env);
+    expect(stdout).toMatch(/checkTask: \d+ paths passed/);
+    expect(code, stdout).toBe(0);
+  }, 240_000);
 });
 
 describe("runUntilIdle", () => {

@@ -25,6 +25,8 @@ export interface TestServerOptions {
   schema?: string;
   /** Runs on the template after picket's migrations: create your own tables here. */
   prepare?: (client: pg.Client) => Promise<void>;
+  /** Set PICKET_TEST_ADMIN_URL and PICKET_TEST_TEMPLATE for processes started later; default true. */
+  exportEnv?: boolean;
 }
 
 export interface TestServer {
@@ -95,8 +97,10 @@ export const startTestServer = async (options: TestServerOptions = {}): Promise<
     throw error;
   }
   await admin.end();
-  process.env[TEST_ADMIN_URL_ENV] = adminUrl;
-  process.env[TEST_TEMPLATE_ENV] = template;
+  if (options.exportEnv !== false) {
+    process.env[TEST_ADMIN_URL_ENV] = adminUrl;
+    process.env[TEST_TEMPLATE_ENV] = template;
+  }
   const url = adminUrl;
   return {
     adminUrl: url,
@@ -143,7 +147,8 @@ const acquireServer = async (): Promise<{ adminUrl: string; template: string; re
   const adminUrl = process.env[TEST_ADMIN_URL_ENV];
   const template = process.env[TEST_TEMPLATE_ENV];
   if (adminUrl && template) return { adminUrl, template, release: async () => undefined };
-  processServer ??= { server: startTestServer(), users: 0 };
+  // Not exported to the environment: the server lives only as long as this process's databases.
+  processServer ??= { server: startTestServer({ exportEnv: false }), users: 0 };
   const shared = processServer;
   shared.users++;
   let server: TestServer;
@@ -225,8 +230,19 @@ export type SuiteHooks =
  * `useTestDatabase({ before, after })` with node:test. The handle's fields can be read once the
  * hook has run (in tests and later hooks).
  */
-export const useTestDatabase = (hooks: SuiteHooks, options: TestDatabaseOptions = {}): TestDatabase => {
+export const useTestDatabase = (
+  hooks: SuiteHooks,
+  options: TestDatabaseOptions & {
+    /**
+     * Runs on the new database in the same hook (your tables, your fixtures). Prefer it to a hook of
+     * your own: node:test runs a file's top-level before() hooks concurrently, not in order.
+     */
+    prepare?: (db: TestDatabase) => Promise<unknown> | unknown;
+  } = {},
+): TestDatabase & { ready: () => Promise<TestDatabase> } => {
   let database: TestDatabase | undefined;
+  let made!: (db: TestDatabase) => void;
+  const ready = new Promise<TestDatabase>((resolve) => (made = resolve));
   const get = (): TestDatabase => {
     if (database === undefined) {
       throw new Error("picket/testing: the test database is made in a before-all hook; read it inside a test or a later hook, not while the file loads.");
@@ -234,7 +250,10 @@ export const useTestDatabase = (hooks: SuiteHooks, options: TestDatabaseOptions 
     return database;
   };
   const make = async () => {
-    database = await createTestDatabase(options);
+    const created = await createTestDatabase(options);
+    database = created;
+    await options.prepare?.(created);
+    made(created);
   };
   const drop = async () => {
     await database?.drop();
@@ -259,5 +278,7 @@ export const useTestDatabase = (hooks: SuiteHooks, options: TestDatabaseOptions 
     },
     connect: () => get().connect(),
     drop: () => get().drop(),
+    /** Resolves once the database is made and prepared (for a hook that must run after it). */
+    ready: () => ready,
   };
 };
