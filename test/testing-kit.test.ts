@@ -102,6 +102,9 @@ describe("runUntilIdle", () => {
     expect((await db.pool.query("SELECT status FROM picket.jobs WHERE type = 'kit.not-given'")).rows).toEqual([{ status: "pending" }]);
     // Time travel: the delayed job is due within 15 minutes, so it runs now.
     expect(await runUntilIdle({ db: db.pool, tasks: [square], advance: 5 * 60_000 })).toEqual([]);
+    // A job further out than the advance stays where it was.
+    const { rows } = await db.pool.query("SELECT run_at > now() + interval '9 minutes' AS untouched FROM picket.jobs WHERE type = 'kit.square' AND status = 'pending'");
+    expect(rows).toEqual([{ untouched: true }]);
     const later = await runUntilIdle({ db: db.pool, tasks: [square], advance: 15 * 60_000 });
     expect(later.map((r) => r.result)).toEqual([16]);
   });
@@ -323,7 +326,7 @@ describe("checkTask's judgement of one path", () => {
   });
 
   it("names a write after the fence: the row changed, or a step recorded under the lost claim", () => {
-    expect(judgePath({ ...clean, finalRow: { ...row, status: "completed" } as Job })[0]).toMatch(/^the row changed after the claim was lost/);
+    expect(judgePath({ ...clean, finalRow: { ...row, status: "completed" } as Job })).toEqual(['the row changed after the claim was lost: status "processing" -> "completed"']);
     const step = { name: "late", attempt: 1, claimToken: "a" };
     expect(judgePath({ ...clean, fence: { ...clean.fence!, finalSteps: [step] } })).toEqual(["steps were recorded under the lost claim after it was lost: late (at the fence: none)"]);
     // A step the new claim recorded is not ours.

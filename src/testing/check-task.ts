@@ -221,7 +221,10 @@ export const judgePath = (o: PathObservation): string[] => {
   if (o.fence !== null) {
     // Nothing of ours may land after the claim is lost: the row is exactly as the new claim left it.
     if (!isDeepStrictEqual(o.finalRow, o.fence.rowAtFence)) {
-      problems.push(`the row changed after the claim was lost: ${JSON.stringify(o.fence.rowAtFence)} became ${JSON.stringify(o.finalRow)}`);
+      const before = o.fence.rowAtFence as unknown as Record<string, unknown>;
+      const after = o.finalRow as unknown as Record<string, unknown>;
+      const changed = Object.keys({ ...before, ...after }).filter((key) => !isDeepStrictEqual(before[key], after[key]));
+      problems.push(`the row changed after the claim was lost: ${changed.map((key) => `${key} ${JSON.stringify(before[key])} -> ${JSON.stringify(after[key])}`).join(", ")}`);
     }
     const ours = (steps: StepRecord[]) => steps.filter((step) => step.claimToken === o.fence!.token).map((step) => step.name);
     if (!isDeepStrictEqual(ours(o.fence.finalSteps), ours(o.fence.stepsAtFence))) {
@@ -422,7 +425,8 @@ export const checkTask = async <P>(task: Task<P, any>, options: CheckTaskOptions
         default:
         // timeout: the job's own timer fires while the handler is held here.
       }
-      await abortedWithin(signal!, scenario.fault === "timeout" ? timeoutMs + 10_000 : 10_000);
+      // Leaving running aborts the signal at once; the bound only keeps a broken runtime from hanging the check.
+      await abortedWithin(signal!, scenario.fault === "timeout" ? timeoutMs + 10_000 : 3_000);
       // A crashed worker runs nothing more of the handler.
       if (scenario.fault === "crash") await new Promise<never>(() => undefined);
     };
