@@ -292,6 +292,22 @@ describe("checkTask", () => {
     expect(report.passed).toBeGreaterThan(10);
   });
 
+  it("names a handler that goes on long after its signal aborted", async () => {
+    const deaf = defineTask({ name: "kit.deaf", handler: async (_p, ctx) => (await ctx.step("one", () => 1), await new Promise((resolve) => setTimeout(resolve, 1_500)), "done") });
+    const report = await checkTask(deaf, {
+      db: db.pool,
+      payload: {},
+      settleMs: 300,
+      only: (name) => name.includes("DRAIN_DEADLINE > done:write(pending)"),
+      throwOnFailure: false,
+    });
+    // Drained at its start, its step is refused and it ends at once; drained after the step, it sleeps on.
+    expect(report.paths.filter((p) => p.status !== "skipped").map((p) => [p.name.replace(/^.*\[/, "["), p.status, p.problems])).toEqual([
+      ["[at the handler's start]", "passed", []],
+      ["[after step 1]", "failed", ["the handler was still running 300 ms after the machine left running: does it ignore ctx.signal?"]],
+    ]);
+  });
+
   it("refuses a payload the task does not accept, and a type with live jobs", async () => {
     const strict = defineTask({ name: "kit.strict", schema: { "~standard": { version: 1, vendor: "kit", validate: () => ({ issues: [{ message: "never" }] }) } }, handler: () => 1 });
     await expect(checkTask(strict, { db: db.pool, payload: {} })).rejects.toThrow(/refuses checkTask's sample payload \(invalid_payload: .*never\); pass a payload it accepts/);

@@ -63,6 +63,11 @@ export interface CheckTaskOptions<P> {
   only?: (name: string) => boolean;
   /** picket's schema; default "picket". */
   schema?: string;
+  /**
+   * How long the handler may go on after the machine left running before the path fails with
+   * "does it ignore ctx.signal?"; default 10 s.
+   */
+  settleMs?: number;
   /** Throw an AssertionError naming every failed path (default true); false: only report. */
   throwOnFailure?: boolean;
   logger?: Logger;
@@ -261,6 +266,9 @@ const abortedWithin = (signal: AbortSignal, ms: number): Promise<boolean> =>
 /** The job machine's input for a user's task (the paths are generated once per task shape). */
 const MODEL_TOKEN = "3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d";
 
+/** How long a handler may go on after its signal aborted before checkTask says it ignores the signal. */
+const SETTLE_MS = 10_000;
+
 /** Attempts every checked job may take: faults charge some, and the job must still be able to finish. */
 const CHECK_ATTEMPTS = 20;
 
@@ -443,7 +451,13 @@ export const checkTask = async <P>(task: Task<P, any>, options: CheckTaskOptions
 
     // The user's handler, unchanged, with the faults put where the path needs them: before its
     // code, after its k-th step, or once it has settled and before its outcome is written.
-    const handler = async (p: unknown, ctx: HandlerContext): Promise<unknown> => {
+    let handlerSettled: Promise<unknown> = Promise.resolve();
+    const handler = (p: unknown, ctx: HandlerContext): Promise<unknown> => {
+      const running = runUserHandler(p, ctx);
+      handlerSettled = running.catch(() => undefined);
+      return running;
+    };
+    const runUserHandler = async (p: unknown, ctx: HandlerContext): Promise<unknown> => {
       signal = ctx.signal;
       let recorded = 0;
       const view: HandlerContext = Object.create(ctx, {
@@ -500,6 +514,14 @@ export const checkTask = async <P>(task: Task<P, any>, options: CheckTaskOptions
         });
       } finally {
         if (refused) await allowWrites(db, job.id, so);
+      }
+      // A handler interrupted by a fault may go on until it notices its signal, and what it does
+      // meanwhile counts (at-least-once): the path is judged once it has settled. A crashed
+      // worker's handler never does.
+      if (scenario.fault !== "crash") {
+        const settleMs = options.settleMs ?? SETTLE_MS;
+        const settled = await Promise.race([handlerSettled.then(() => true), new Promise<boolean>((resolve) => setTimeout(resolve, settleMs, false))]);
+        if (!settled) report.problems.push(`the handler was still running ${settleMs} ms after the machine left running: does it ignore ctx.signal?`);
       }
       runs.push(await runtime.resultOf(claimed, output));
       if (scenario.invalid && output.error?.kind !== "invalid_payload") {
