@@ -2,7 +2,8 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
+    // The examples of picket/testing run as tests too (examples/testing/*.test.ts).
+    include: ["test/**/*.test.ts", "examples/**/*.test.ts"],
     globalSetup: ["test/support/global-setup.ts"],
     setupFiles: ["test/support/setup-file.ts"],
     // Each file gets its own database cloned from a migrated template, so files run in parallel.

@@ -5,10 +5,10 @@
 // the machine must have been taken by some executed path, so a new transition cannot go untested.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { getSimplePaths } from "xstate/graph";
 import { cancelJob, claimJobs, enqueueJob, renewLeases, sweepExpiredClaims, type ClaimedJob } from "../src/db/index.ts";
 import { jobMachine, machineTransitions, transitionRows, type JobMachineInput } from "../src/machines/index.ts";
 import { createJobRuntime } from "../src/runtime/job-runtime.ts";
+import { generateJobPaths, leaseExpired, type PathEvent } from "../src/testing/job-paths.ts";
 import { observeJob } from "./support/job-run.ts";
 import { defineTask, PermanentError, type Task } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -28,65 +28,7 @@ const runtimeIdle = () => runtimePool.totalCount === runtimePool.idleCount && ru
 // ---------------------------------------------------------------------------------------------
 // Paths, from the machine
 
-type AnyEvent = { type: string; [key: string]: unknown };
-
-const writeOutcomes = (statuses: string[]): AnyEvent[] => [
-  ...statuses.map((status) => ({ type: "xstate.done.actor.write", output: { id: "1", outcome: "applied", status, runAt: new Date(), lockUntil: null } })),
-  { type: "xstate.done.actor.write", output: { id: "1", outcome: "fenced" } },
-  { type: "xstate.done.actor.write", output: { id: "1", outcome: "cancelled" } },
-  { type: "xstate.error.actor.write", error: new Error("write failed") },
-  { type: "ABANDON" },
-];
-
-const leaseExpired: AnyEvent = { type: "LEASE_EXPIRED", unconfirmedMs: 1234 };
-
-/** What the runtime reports when user code was about to start on a lease it could not prove. */
-const lapsed = { permanent: false, leaseLapsed: true, message: "the lease could not be proven" };
-
-/**
- * The events the machine can receive in each state, as the runtime would produce them. A handler
- * that has recorded a step has started: it cannot then be found never to have started (lapsed).
- */
-const eventsIn = (state: string, stepRecorded: boolean): AnyEvent[] => {
-  switch (state) {
-    case "waitingForSlot":
-      return [{ type: "START" }, { type: "RELEASE" }, { type: "DRAIN_DEADLINE" }, { type: "LEASE_LOST" }, leaseExpired, { type: "CANCEL" }];
-    case "checkingPayload":
-      return [
-        { type: "xstate.done.actor.payloadCheck", output: undefined },
-        { type: "xstate.error.actor.payloadCheck", error: new Error("Expected a string") },
-        { type: "xstate.error.actor.payloadCheck", error: lapsed },
-        { type: "xstate.after.jobTimeout.job.checkingPayload" },
-        { type: "LEASE_LOST" },
-        { type: "DRAIN_DEADLINE" },
-        leaseExpired,
-        { type: "CANCEL" },
-      ];
-    case "running":
-      return [
-        { type: "STEP_RECORDED", name: "one" },
-        { type: "xstate.done.actor.handler", output: "result" },
-        { type: "xstate.error.actor.handler", error: { permanent: true, message: "permanent" } },
-        { type: "xstate.error.actor.handler", error: { permanent: false, message: "boom" } },
-        ...(stepRecorded ? [] : [{ type: "xstate.error.actor.handler", error: lapsed }]),
-        { type: "xstate.after.jobTimeout.job.running" },
-        { type: "LEASE_LOST" },
-        { type: "DRAIN_DEADLINE" },
-        leaseExpired,
-        { type: "CANCEL" },
-      ];
-    case "completing":
-      return writeOutcomes(["completed"]);
-    case "failing":
-      return writeOutcomes(["pending", "dead"]);
-    case "deadLettering":
-      return writeOutcomes(["dead"]);
-    case "releasing":
-      return writeOutcomes(["pending"]);
-    default:
-      return [];
-  }
-};
+type AnyEvent = PathEvent;
 
 const modelJob = (token: string): ClaimedJob =>
   ({ id: "1", type: "model", payload: {}, attempts: 1, maxAttempts: 3, createdAt: new Date(0), claimToken: token, leaseMs: 60_000, readyMs: 0 });
@@ -110,21 +52,16 @@ interface ModelPath {
   states: string[];
 }
 
-const paths: ModelPath[] = inputs.flatMap(({ name, input }) =>
-  getSimplePaths(jobMachine, {
-    input,
-    events: (snapshot) => eventsIn(String(snapshot.value), snapshot.context.lastStep !== null) as never,
-    toState: (snapshot) => snapshot.status === "done",
-  }).map((path) => ({
-    name: `${name}: ${path.steps.slice(1).map((s) => `${s.event.type.replace(/^xstate\.(done|error)\.actor\./, "$1:").replace(/^xstate\.after\..*/, "timeout")}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { permanent?: boolean }).permanent ? "(permanent)" : ""}${(s.event as AnyEvent).error && ((s.event as AnyEvent).error as { leaseLapsed?: boolean }).leaseLapsed ? "(lapsed)" : ""}${(s.event as AnyEvent).output && typeof (s.event as AnyEvent).output === "object" ? `(${((s.event as AnyEvent).output as { status?: string; outcome: string }).status ?? ((s.event as AnyEvent).output as { outcome: string }).outcome})` : ""}`).join(" > ") || "(always)"} => ${String(path.state.value)}`,
-    hasToken: input.job.claimToken !== "",
-    hasHandler: input.hasHandler,
-    hasSchema: input.hasSchema,
-    slotFree: input.slotFree,
-    events: path.steps.slice(1).map((s) => s.event as AnyEvent),
-    states: path.steps.map((s) => String(s.state.value)),
-  })),
-);
+// Every event the runtime can send (src/testing/job-paths.ts), in every state.
+const paths: ModelPath[] = generateJobPaths(inputs).map((path) => ({
+  name: path.name,
+  hasToken: path.input.job.claimToken !== "",
+  hasHandler: path.input.hasHandler,
+  hasSchema: path.input.hasSchema,
+  slotFree: path.input.slotFree,
+  events: path.events,
+  states: path.states,
+}));
 
 // ---------------------------------------------------------------------------------------------
 // Scripts: what the handler, the database and the outside world must do to take a path

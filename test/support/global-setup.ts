@@ -45,6 +45,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   await template.end();
   project.provide("adminUrl", adminUrl);
   project.provide("templateDatabase", templateDatabase);
+  // picket/testing's databases (test/testing-kit.test.ts, examples/testing) find the server here.
+  process.env.PICKET_TEST_ADMIN_URL = adminUrl;
+  process.env.PICKET_TEST_TEMPLATE = templateDatabase;
   return async () => {
     await admin.query(`DROP DATABASE IF EXISTS ${templateDatabase} WITH (FORCE)`);
     await admin.end();

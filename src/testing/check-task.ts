@@ -1,0 +1,593 @@
+// Model-based tests of a user's own task: the job machine's paths (generated from the machine, as
+// picket's own model test does) are each taken with the user's real handler, run through picket's
+// job runtime against a real database, with the faults picket can meet injected where the path
+// names them. Each path is checked against the machine's guarantees and, when asked, the user's
+// own property (running the job again after a fault has the effect of running it once).
+import { AssertionError } from "node:assert";
+import { isDeepStrictEqual } from "node:util";
+import { Effect } from "effect";
+import type pg from "pg";
+import { cancelJob, getJob } from "../db/admin.ts";
+import { claimJobs } from "../db/claim.ts";
+import { enqueueJob } from "../db/enqueue.ts";
+import { InvalidConfigError } from "../db/errors.ts";
+import { renewLeases } from "../db/fenced.ts";
+import type { ClaimedJob, Job, JobId } from "../db/job-row.ts";
+import { DEFAULT_SCHEMA } from "../db/schema-name.ts";
+import { sweepExpiredClaims } from "../db/sweep.ts";
+import { allowWrites, expireClaim, listJobsOfType, makeDue, refuseWrites, stepRecords, type StepRecord } from "../db/testing.ts";
+import type { JobOutcome } from "../machines/job-machine.ts";
+import type { JobOutput } from "../runtime/job-runtime.ts";
+import type { Logger } from "../runtime/logger.ts";
+import { checkPayload, type HandlerContext, type Task } from "../runtime/task.ts";
+import { distinctStates, generateJobPaths, leaseExpired, type JobPath } from "./job-paths.ts";
+import { TestRuntime, wantFor, type JobRunResult } from "./run-jobs.ts";
+
+/** The job a path ran, as the user's effect and property see it. */
+export interface CheckedJob<P> {
+  id: JobId;
+  /** The key the handler's ctx.idempotencyKey held. */
+  idempotencyKey: string;
+  payload: P;
+}
+
+/** One path's run, for a user's property. */
+export interface PathRun<P> {
+  db: pg.Pool;
+  /** The path's name, as the report names it. */
+  path: string;
+  job: CheckedJob<P>;
+  /** Every run of the job on this path: the faulted one first, then the runs that finished it. */
+  runs: JobRunResult[];
+  /** The job's row at the end. */
+  row: Job;
+}
+
+export interface CheckTaskOptions<P> {
+  /** The test database (useTestDatabase / createTestDatabase); migrated. */
+  db: pg.Pool;
+  /** A payload the task accepts; or one per path (so paths do not share what is keyed by payload). */
+  payload: P | ((path: { index: number; name: string }) => P);
+  /** A payload the task's schema refuses, for the path that checks it; default null. */
+  invalidPayload?: unknown;
+  /**
+   * The property most tasks need: after a fault, running the job again (as picket will) has the
+   * effect of running it once. `effect(job)` returns what the job did to the world, as a value
+   * compared with deep equality (say, the rows it wrote, counted by job id or idempotency key);
+   * each path's value, once its job completed, must equal a clean run's.
+   */
+  idempotent?: { effect: (job: CheckedJob<P>) => unknown };
+  /** Your own check, called after each path (throw to fail it). */
+  property?: (run: PathRun<P>) => void | Promise<void>;
+  /** Only the paths whose name this accepts (default all). */
+  only?: (name: string) => boolean;
+  /** picket's schema; default "picket". */
+  schema?: string;
+  /**
+   * How long the handler may go on after the machine left running before the path fails with
+   * "does it ignore ctx.signal?"; default 10 s.
+   */
+  settleMs?: number;
+  /** Throw an AssertionError naming every failed path (default true); false: only report. */
+  throwOnFailure?: boolean;
+  logger?: Logger;
+}
+
+export interface PathReport {
+  name: string;
+  status: "passed" | "failed" | "skipped";
+  /** Why the path was skipped. */
+  reason?: string;
+  /** The outcome the machine names at the path's end. */
+  expected?: JobOutcome;
+  /** The outcome the job's machine ended with. */
+  outcome?: JobOutcome;
+  /** The outcomes of the runs that finished the job after the path (a retry, another worker's run). */
+  reruns?: JobOutcome[];
+  /** What went wrong, one line each. */
+  problems: string[];
+}
+
+export interface CheckTaskReport {
+  task: string;
+  /** How the handler's first clean run ended, and how many steps it recorded. */
+  baseline: { outcome: JobOutcome; steps: number; effect?: unknown };
+  paths: PathReport[];
+  passed: number;
+  failed: number;
+  skipped: number;
+}
+
+type Natural = "succeed" | "fail" | "permanent";
+/** A fault that takes the machine out of running; "crash" is a lost lease whose worker never runs again. */
+export type RunningFault = "timeout" | "leaseLost" | "crash" | "drain" | "leaseExpired" | "cancel";
+type WriteFault = "apply" | "fenced" | "cancelled" | "error";
+
+interface Scenario {
+  name: string;
+  invalid: boolean;
+  natural: Natural | null;
+  stepInPath: boolean;
+  fault: RunningFault | null;
+  /** The fault comes once this many steps are recorded (0: before the handler's own code). */
+  afterStep: number;
+  write: WriteFault;
+  lastAttempt: boolean;
+  states: string[];
+  outcome: JobOutcome;
+}
+
+const RUNNING_FAULTS: Record<string, RunningFault> = {
+  "xstate.after.jobTimeout.job.running": "timeout",
+  LEASE_LOST: "leaseLost",
+  DRAIN_DEADLINE: "drain",
+  LEASE_EXPIRED: "leaseExpired",
+  CANCEL: "cancel",
+};
+
+/** The outcome a path ends with: its final state, or for `done` the status its write applied. */
+const outcomeOf = (path: JobPath): JobOutcome => {
+  const final = path.states.at(-1)!;
+  if (final !== "done") return final as JobOutcome;
+  const writing = path.states.at(-2);
+  const status = (path.events.at(-1)?.output as { status?: string } | undefined)?.status;
+  if (writing === "completing") return "completed";
+  if (writing === "releasing") return "released";
+  return status === "pending" ? "retried" : "dead";
+};
+
+const scenarioOf = (path: JobPath): Omit<Scenario, "name" | "afterStep"> => {
+  const s: Omit<Scenario, "name" | "afterStep"> = {
+    invalid: false,
+    natural: null,
+    stepInPath: false,
+    fault: null,
+    write: "apply",
+    lastAttempt: false,
+    states: distinctStates(path.states),
+    outcome: outcomeOf(path),
+  };
+  path.events.forEach((event, i) => {
+    const output = event.output as { outcome?: string; status?: string } | undefined;
+    if (event.type === "xstate.error.actor.payloadCheck") s.invalid = true;
+    if (event.type === "STEP_RECORDED") s.stepInPath = true;
+    if (event.type === "xstate.done.actor.handler") s.natural = "succeed";
+    if (event.type === "xstate.error.actor.handler") s.natural = (event.error as { permanent: boolean }).permanent ? "permanent" : "fail";
+    if (path.states[i] === "running" && RUNNING_FAULTS[event.type] !== undefined) s.fault = RUNNING_FAULTS[event.type]!;
+    if (event.type === "xstate.error.actor.write") s.write = "error";
+    if (event.type === "xstate.done.actor.write" && output?.outcome === "fenced") s.write = "fenced";
+    if (event.type === "xstate.done.actor.write" && output?.outcome === "cancelled") s.write = "cancelled";
+    if (event.type === "xstate.done.actor.write" && output?.status === "dead" && path.states.includes("failing")) s.lastAttempt = true;
+  });
+  return s;
+};
+
+const naturalText = { succeed: "completes", fail: "fails", permanent: "fails permanently" } as const;
+
+/** The scenarios a path gives for this handler, or why it gives none. */
+const scenariosFor = (path: JobPath, baseline: { natural: Natural; steps: number }): Scenario[] | string => {
+  const s = scenarioOf(path);
+  if (s.invalid) return [{ ...s, name: path.name, afterStep: 0 }];
+  if (s.natural !== null && s.natural !== baseline.natural) return `the handler ${naturalText[baseline.natural]} with this payload`;
+  if (s.stepInPath && baseline.steps === 0) return "the handler records no step (ctx.step)";
+  if (s.natural !== null && !s.stepInPath && baseline.steps > 0) return "the handler records a step before it ends";
+  if (s.fault === null) return [{ ...s, name: path.name, afterStep: baseline.steps }];
+  // A fault on a path with a step recorded comes after each of the handler's steps in turn.
+  const points = s.stepInPath ? Array.from({ length: baseline.steps }, (_, i) => i + 1) : [0];
+  const where = (k: number) => (k === 0 ? "at the handler's start" : `after step ${k}`);
+  return points.flatMap((k) =>
+    s.fault === "leaseLost"
+      ? [
+          { ...s, name: `${path.name} [${where(k)}; the handler goes on]`, afterStep: k },
+          { ...s, fault: "crash" as const, name: `${path.name} [crash ${where(k)}: the worker is gone]`, afterStep: k },
+        ]
+      : [{ ...s, name: `${path.name} [${where(k)}]`, afterStep: k }],
+  );
+};
+
+/** What one path's run showed; judgePath turns it into problems. */
+export interface PathObservation {
+  expectedStates: string[];
+  observedStates: string[];
+  expectedOutcome: JobOutcome;
+  outcome: JobOutcome;
+  fault: RunningFault | null;
+  /** Whether the handler's signal had aborted when the machine left running after the fault (null: it did not leave). */
+  abortedOnLeavingRunning: boolean | null;
+  /** The claim was lost (fenced): the row and our steps as they were at that moment, and at the end. */
+  fence: { rowAtFence: Job; stepsAtFence: StepRecord[]; finalSteps: StepRecord[]; token: string } | null;
+  /** The row when the write was refused (a failing write). */
+  rowBeforeWrite: Job | null;
+  claimedAttempts: number;
+  finalRow: Job;
+  /** The user's effect after a clean run and after this path (once its job completed). */
+  effect: { once: unknown; here: unknown } | null;
+}
+
+const expectedStatus: Partial<Record<JobOutcome, string>> = {
+  completed: "completed",
+  retried: "pending",
+  dead: "dead",
+  released: "pending",
+  cancelled: "cancelled",
+};
+
+/** The machine's guarantees, and the idempotency property, on one path's observation. */
+export const judgePath = (o: PathObservation): string[] => {
+  const problems: string[] = [];
+  if (!isDeepStrictEqual(o.observedStates, o.expectedStates)) {
+    problems.push(`the job's machine went ${o.observedStates.join(" > ")}, not along the path (${o.expectedStates.join(" > ")})`);
+  }
+  if (o.outcome !== o.expectedOutcome) problems.push(`the job ended ${o.outcome}; the machine names ${o.expectedOutcome} for this path`);
+  // Leaving running and interrupting the handler are one event: the signal must have aborted.
+  if (o.fault !== null && o.abortedOnLeavingRunning !== true) {
+    problems.push(`the machine left running (${o.fault}) but the handler's signal had not aborted`);
+  }
+  if (o.fence !== null) {
+    // Nothing of ours may land after the claim is lost: the row is exactly as the new claim left it.
+    if (!isDeepStrictEqual(o.finalRow, o.fence.rowAtFence)) {
+      const before = o.fence.rowAtFence as unknown as Record<string, unknown>;
+      const after = o.finalRow as unknown as Record<string, unknown>;
+      const changed = Object.keys({ ...before, ...after }).filter((key) => !isDeepStrictEqual(before[key], after[key]));
+      problems.push(`the row changed after the claim was lost: ${changed.map((key) => `${key} ${JSON.stringify(before[key])} -> ${JSON.stringify(after[key])}`).join(", ")}`);
+    }
+    const ours = (steps: StepRecord[]) => steps.filter((step) => step.claimToken === o.fence!.token).map((step) => step.name);
+    if (!isDeepStrictEqual(ours(o.fence.finalSteps), ours(o.fence.stepsAtFence))) {
+      problems.push(`steps were recorded under the lost claim after it was lost: ${ours(o.fence.finalSteps).join(", ")} (at the fence: ${ours(o.fence.stepsAtFence).join(", ") || "none"})`);
+    }
+  }
+  const status = expectedStatus[o.outcome];
+  if (status !== undefined && o.finalRow.status !== status) problems.push(`the job ended ${o.outcome} but its row is ${o.finalRow.status}`);
+  if (o.outcome === "released" && o.finalRow.attempts !== o.claimedAttempts - 1) {
+    problems.push(`a released job's attempt is not charged, but its row counts ${o.finalRow.attempts} attempts (claimed as attempt ${o.claimedAttempts})`);
+  }
+  if (o.outcome === "cancelled" && (o.finalRow.result !== null || o.finalRow.lastError !== null)) {
+    problems.push("the job was cancelled, yet an outcome was written after the cancel");
+  }
+  if (o.outcome === "abandoned" && o.rowBeforeWrite !== null && !isDeepStrictEqual(o.finalRow, o.rowBeforeWrite)) {
+    problems.push("the outcome write failed, yet the row changed");
+  }
+  if (o.effect !== null && !isDeepStrictEqual(o.effect.here, o.effect.once)) {
+    problems.push(
+      `not idempotent: one clean run has the effect ${JSON.stringify(o.effect.once)}, but this path (the job run again after the fault) has ${JSON.stringify(o.effect.here)}`,
+    );
+  }
+  return problems;
+};
+
+const abortedWithin = (signal: AbortSignal, ms: number): Promise<boolean> =>
+  signal.aborted
+    ? Promise.resolve(true)
+    : new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(signal.aborted), ms);
+        signal.addEventListener("abort", () => (clearTimeout(timer), resolve(true)), { once: true });
+      });
+
+/** The job machine's input for a user's task (the paths are generated once per task shape). */
+const MODEL_TOKEN = "3f0c2b52-8a8e-4f0e-9a77-0d1f1c2b3a4d";
+
+/** How long a handler may go on after its signal aborted before checkTask says it ignores the signal. */
+const SETTLE_MS = 10_000;
+
+/** Attempts every checked job may take: faults charge some, and the job must still be able to finish. */
+const CHECK_ATTEMPTS = 20;
+
+/**
+ * Walks the job machine's paths with your task's real handler and the faults picket can inject
+ * (timeout, lost lease, crash, drain deadline, cancel, a fenced, cancelled or failing outcome
+ * write, a payload the schema refuses), each after every durable step the handler records.
+ * Checks on each path that the job took the path, ended with the outcome the machine names, had
+ * its handler's signal aborted when the machine left running, and wrote nothing after its claim
+ * was lost; and your property (options.idempotent, options.property). Returns the report of every
+ * path; throws an AssertionError naming the failed ones unless throwOnFailure is false.
+ *
+ * The task's type must have no live job in the database while it runs (its jobs are claimed by
+ * type). Isolated tasks (isolate) are not supported: their handlers run in a thread of their own.
+ */
+export const checkTask = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>): Promise<CheckTaskReport> => {
+  const { db } = options;
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const so = { schema };
+  if (task.handler === undefined) {
+    throw new InvalidConfigError(`picket/testing: checkTask runs a task's handler in this process; task "${task.name}" is isolated (isolate), which it does not support.`);
+  }
+  if (typeof db?.connect !== "function") throw new InvalidConfigError("picket/testing: checkTask needs { db: pg.Pool } (the test database's pool).");
+  if (!("payload" in options)) throw new InvalidConfigError(`picket/testing: checkTask needs a sample payload the task "${task.name}" accepts: { payload }.`);
+  const live = await listJobsOfType(db, task.name, ["pending", "processing"], 1, so);
+  if (live.length > 0) {
+    throw new InvalidConfigError(
+      `picket/testing: checkTask claims jobs of "${task.name}" by type, and job ${live[0]!.id} of that type is ${live[0]!.status}; run checkTask where the task has no live job (a database of its own).`,
+    );
+  }
+  const payloadFor = (index: number, name: string): P =>
+    typeof options.payload === "function" ? (options.payload as (path: { index: number; name: string }) => P)({ index, name }) : options.payload;
+  const clean = new TestRuntime({ db, tasks: [task], schema, ...(options.logger ? { logger: options.logger } : {}) });
+  const keyOf = (id: JobId) => `picket:${schema}:${id}`;
+  const effectOf = (id: JobId, payload: P) => options.idempotent?.effect({ id, idempotencyKey: keyOf(id), payload });
+
+  /** Runs the job (pending or claimed elsewhere) until it is finished, as picket would, retries made due. */
+  const finish = async (id: JobId, claimed: ClaimedJob | null): Promise<JobRunResult[]> => {
+    const runs: JobRunResult[] = [];
+    let next = claimed;
+    for (let i = 0; i < CHECK_ATTEMPTS; i++) {
+      if (next === null) {
+        const row = await getJob(db, id, so);
+        if (row === null || (row.status !== "pending" && row.status !== "processing")) break;
+        if (row.status === "processing") {
+          // A claim nobody will finish (a failed write, a crashed worker): the sweep takes it back.
+          await expireClaim(db, id, so);
+          await sweepExpiredClaims(db, 1000, so);
+        }
+        await makeDue(db, id, so);
+        next = await clean.claimOne();
+        if (next === null) break;
+        if (next.id !== id) throw new Error(`picket/testing: claimed job ${next.id} of "${task.name}" while checking job ${id}; another job of the task was enqueued meanwhile.`);
+      }
+      runs.push(await clean.resultOf(next, await clean.run(next)));
+      next = null;
+    }
+    return runs;
+  };
+
+  // The baseline: one clean run, to learn how the handler ends and how many steps it records.
+  const baselinePayload = payloadFor(-1, "baseline");
+  const baselineJob = await enqueueJob(db, { type: task.name, payload: baselinePayload, maxAttempts: task.maxAttempts }, so);
+  const started = performance.now();
+  const baselineRuns = await finish(baselineJob.id, null);
+  const firstMs = performance.now() - started;
+  const first = baselineRuns[0];
+  if (first === undefined) throw new Error(`picket/testing: checkTask could not claim its first job of "${task.name}".`);
+  const firstError = first.error ?? "";
+  if (first.outcome !== "completed" && !firstError.startsWith("error:") && !firstError.startsWith("permanent:")) {
+    throw new InvalidConfigError(
+      firstError.startsWith("invalid_payload:")
+        ? `picket/testing: the task "${task.name}" refuses checkTask's sample payload (${firstError}); pass a payload it accepts.`
+        : `picket/testing: the first clean run of "${task.name}" ended ${first.outcome} (${firstError}); checkTask needs a handler that completes or fails on its own with the sample payload.`,
+    );
+  }
+  const natural: Natural = first.outcome === "completed" ? "succeed" : firstError.startsWith("permanent:") ? "permanent" : "fail";
+  const steps = (await stepRecords(db, baselineJob.id, so)).filter((step) => step.attempt === first.attempt).length;
+  const baselineCompleted = baselineRuns.at(-1)?.outcome === "completed";
+  const baselineEffect = options.idempotent && baselineCompleted ? await effectOf(baselineJob.id, baselinePayload) : undefined;
+  const timeoutMs = Math.max(300, Math.ceil(firstMs * 4));
+
+  const paths = generateJobPaths(
+    [{ name: task.name, input: { job: { id: "1", type: task.name, payload: {}, attempts: 1, maxAttempts: 3, createdAt: new Date(0), claimToken: MODEL_TOKEN, leaseMs: task.leaseMs, readyMs: 0 }, hasHandler: true, hasSchema: task.schema !== undefined, timeoutMs: 100, slotFree: true } }],
+    // The faults of picket's own making (an unprovable lease, a hanging payload check, a write the
+    // drain gives up) do not depend on the task: picket's own model test takes them.
+    { lapses: false, abandon: false, hangingPayloadCheck: false },
+  );
+
+  const reports: PathReport[] = [];
+  let index = 0;
+  for (const path of paths) {
+    const scenarios = scenariosFor(path, { natural, steps });
+    if (typeof scenarios === "string") {
+      if (options.only?.(path.name) ?? true) reports.push({ name: path.name, status: "skipped", reason: scenarios, problems: [] });
+      continue;
+    }
+    for (const scenario of scenarios) {
+      if (options.only && !options.only(scenario.name)) continue;
+      reports.push(await runScenario(scenario, index++));
+    }
+  }
+
+  async function runScenario(scenario: Scenario, i: number): Promise<PathReport> {
+    const report: PathReport = { name: scenario.name, status: "passed", expected: scenario.outcome, problems: [] };
+    const payload = scenario.invalid ? (options.invalidPayload ?? null) : payloadFor(i, scenario.name);
+    const job = await enqueueJob(db, { type: task.name, payload, maxAttempts: scenario.lastAttempt ? 1 : CHECK_ATTEMPTS }, so);
+    let signal: AbortSignal | undefined;
+    let abortedOnLeavingRunning: boolean | null = null;
+    let fence: PathObservation["fence"] = null;
+    let thief: ClaimedJob | null = null;
+    let rowBeforeWrite: Job | null = null;
+    let refused = false;
+    const observed: string[] = [];
+    let claimed: ClaimedJob | undefined;
+
+    /** Another worker takes the claim over: the lease runs out, the sweep requeues, it claims. */
+    const steal = async (): Promise<void> => {
+      const client = await db.connect();
+      try {
+        await client.query("BEGIN");
+        await expireClaim(client, job.id, so);
+        await sweepExpiredClaims(client, 1000, so);
+        await makeDue(client, job.id, so);
+        const [stolen] = await claimJobs(client, "picket-testing-other-worker", [wantFor(task)], so);
+        if (stolen?.id !== job.id) throw new Error(`picket/testing: could not hand job ${job.id} to another worker`);
+        await client.query("COMMIT");
+        thief = stolen;
+      } catch (error) {
+        await client.query("ROLLBACK");
+        throw error;
+      } finally {
+        client.release();
+      }
+      fence = { rowAtFence: (await getJob(db, job.id, so))!, stepsAtFence: await stepRecords(db, job.id, so), finalSteps: [], token: claimed!.claimToken };
+    };
+
+    const injectFault = async (): Promise<void> => {
+      // A path that leaves running by a fault and then meets a fenced, cancelled or failing write:
+      // that write's fault is in place before the machine leaves running (it writes at once).
+      if (scenario.write !== "apply") await injectWriteFault();
+      switch (scenario.fault) {
+        case "leaseLost":
+        case "crash": {
+          // As the renewal loop finds it: the claim is gone, the renewal is fenced, the job is told.
+          await steal();
+          const [renewal] = await renewLeases(db, [{ id: job.id, token: claimed!.claimToken, leaseMs: task.leaseMs }], so);
+          if (renewal?.outcome !== "fenced") report.problems.push(`a renewal after the claim was lost was ${renewal?.outcome}, not fenced`);
+          runtime.send(job.id, { type: "LEASE_LOST" });
+          break;
+        }
+        case "cancel":
+          await cancelJob(db, job.id, so);
+          runtime.send(job.id, { type: "CANCEL" });
+          break;
+        case "drain":
+          runtime.send(job.id, { type: "DRAIN_DEADLINE" });
+          break;
+        case "leaseExpired":
+          runtime.send(job.id, leaseExpired as never);
+          break;
+        default:
+        // timeout: the job's own timer fires while the handler is held here.
+      }
+      // Leaving running aborts the signal at once; the bound only keeps a broken runtime from hanging the check.
+      await abortedWithin(signal!, scenario.fault === "timeout" ? timeoutMs + 10_000 : 3_000);
+      // A crashed worker runs nothing more of the handler.
+      if (scenario.fault === "crash") await new Promise<never>(() => undefined);
+    };
+
+    const injectWriteFault = async (): Promise<void> => {
+      if (scenario.write === "fenced") await steal();
+      if (scenario.write === "cancelled") await cancelJob(db, job.id, so);
+      if (scenario.write === "error") {
+        await refuseWrites(db, job.id, so);
+        refused = true;
+        rowBeforeWrite = await getJob(db, job.id, so);
+      }
+    };
+
+    // The user's handler, unchanged, with the faults put where the path needs them: before its
+    // code, after its k-th step, or once it has settled and before its outcome is written.
+    let handlerSettled: Promise<unknown> = Promise.resolve();
+    const handler = (p: unknown, ctx: HandlerContext): Promise<unknown> => {
+      const running = runUserHandler(p, ctx);
+      handlerSettled = running.catch(() => undefined);
+      return running;
+    };
+    const runUserHandler = async (p: unknown, ctx: HandlerContext): Promise<unknown> => {
+      signal = ctx.signal;
+      let recorded = 0;
+      const view: HandlerContext = Object.create(ctx, {
+        step: {
+          value: async <T>(name: string, fn: () => T | Promise<T>): Promise<T> => {
+            const result = await ctx.step(name, fn);
+            if (scenario.fault !== null && ++recorded === scenario.afterStep) await injectFault();
+            return result;
+          },
+        },
+      });
+      try {
+        // The runtime starts the handler while it enters running: the fault comes once it is in.
+        if (scenario.fault !== null && scenario.afterStep === 0) await new Promise((resolve) => setImmediate(resolve)).then(injectFault);
+        const returned = task.handler!(p as P, view);
+        // An Effect runs under the same signal, as picket's handler runner runs it.
+        return await (Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal: ctx.signal }) : returned);
+      } finally {
+        if (scenario.fault === null && scenario.write !== "apply") await injectWriteFault();
+      }
+    };
+    // A payload the schema refuses goes to its dead-letter write: that write's fault comes with the refusal.
+    const schemaOf = (): Task["schema"] =>
+      scenario.invalid && scenario.write !== "apply"
+        ? {
+            "~standard": {
+              version: 1,
+              vendor: "picket-check",
+              validate: async (value: unknown) => {
+                try {
+                  await checkPayload(task as Task, value);
+                  return { value };
+                } catch (error) {
+                  await injectWriteFault();
+                  return { issues: [{ message: (error as Error).message }] };
+                }
+              },
+            },
+          }
+        : (task.schema as Task["schema"]);
+    const checked = { ...task, handler, schema: schemaOf(), timeoutMs: scenario.fault === "timeout" ? timeoutMs : task.timeoutMs } as Task;
+    const runtime = new TestRuntime({ db, tasks: [checked], schema, ...(options.logger ? { logger: options.logger } : {}) });
+    const runs: JobRunResult[] = [];
+    try {
+      claimed = (await runtime.claimOne()) ?? undefined;
+      if (claimed?.id !== job.id) throw new Error(`picket/testing: expected to claim job ${job.id} of "${task.name}", got ${claimed?.id ?? "none"}`);
+      let output: JobOutput;
+      try {
+        output = await runtime.run(claimed, {
+          onState: (state) => {
+            if (observed.at(-1) === "running" && state !== "running" && scenario.fault !== null) abortedOnLeavingRunning = signal?.aborted ?? false;
+            observed.push(state);
+          },
+        });
+      } finally {
+        if (refused) await allowWrites(db, job.id, so);
+      }
+      // A handler interrupted by a fault may go on until it notices its signal, and what it does
+      // meanwhile counts (at-least-once): the path is judged once it has settled. A crashed
+      // worker's handler never does.
+      if (scenario.fault !== "crash") {
+        const settleMs = options.settleMs ?? SETTLE_MS;
+        const settled = await Promise.race([handlerSettled.then(() => true), new Promise<boolean>((resolve) => setTimeout(resolve, settleMs, false))]);
+        if (!settled) report.problems.push(`the handler was still running ${settleMs} ms after the machine left running: does it ignore ctx.signal?`);
+      }
+      runs.push(await runtime.resultOf(claimed, output));
+      if (scenario.invalid && output.error?.kind !== "invalid_payload") {
+        return { ...report, status: "skipped", reason: `the task accepts invalidPayload ${JSON.stringify(payload)}; pass one its schema refuses`, outcome: output.outcome };
+      }
+      const finalRow = (await getJob(db, job.id, so))!;
+      const fenceSeen = fence as PathObservation["fence"];
+      if (fenceSeen !== null) fenceSeen.finalSteps = await stepRecords(db, job.id, so);
+      // Then the job runs on as picket would run it: the worker that took the claim over runs it,
+      // a retry or a released job runs again, a claim nobody finishes is swept back first.
+      const reruns = await finish(job.id, thief);
+      runs.push(...reruns);
+      report.outcome = output.outcome;
+      report.reruns = reruns.map((run) => run.outcome);
+      const endRow = (await getJob(db, job.id, so))!;
+      const effect =
+        options.idempotent && baselineCompleted && endRow.status === "completed" ? { once: baselineEffect, here: await effectOf(job.id, payload as P) } : null;
+      report.problems.push(
+        ...judgePath({
+          expectedStates: scenario.states,
+          observedStates: distinctStates(observed),
+          expectedOutcome: scenario.outcome,
+          outcome: output.outcome,
+          fault: scenario.fault,
+          abortedOnLeavingRunning,
+          fence: fenceSeen,
+          rowBeforeWrite,
+          claimedAttempts: claimed.attempts,
+          finalRow,
+          effect,
+        }),
+      );
+      if (options.property) {
+        try {
+          await options.property({ db, path: scenario.name, job: { id: job.id, idempotencyKey: keyOf(job.id), payload: payload as P }, runs, row: endRow });
+        } catch (error) {
+          report.problems.push(`property: ${error instanceof Error ? error.message : String(error)}`);
+        }
+      }
+    } catch (error) {
+      report.problems.push(`the path could not be run: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (report.problems.length > 0) report.status = "failed";
+    return report;
+  }
+
+  const result: CheckTaskReport = {
+    task: task.name,
+    baseline: { outcome: baselineRuns.at(-1)!.outcome, steps, ...(options.idempotent && baselineCompleted ? { effect: baselineEffect } : {}) },
+    paths: reports,
+    passed: reports.filter((r) => r.status === "passed").length,
+    failed: reports.filter((r) => r.status === "failed").length,
+    skipped: reports.filter((r) => r.status === "skipped").length,
+  };
+  if (result.failed > 0 && options.throwOnFailure !== false) {
+    throw new AssertionError({ message: formatReport(result), actual: result.failed, expected: 0, operator: "checkTask" });
+  }
+  return result;
+};
+
+/** The report as text: one line per path, the problems of failed ones under them. */
+export const formatReport = (report: CheckTaskReport): string =>
+  [
+    `checkTask("${report.task}"): ${report.passed} paths passed, ${report.failed} failed, ${report.skipped} skipped (the handler's clean run: ${report.baseline.outcome}, ${report.baseline.steps} step${report.baseline.steps === 1 ? "" : "s"})`,
+    ...report.paths.flatMap((path) => [
+      `  ${path.status === "passed" ? "ok  " : path.status === "failed" ? "FAIL" : "skip"} ${path.name}${path.reason ? ` (${path.reason})` : ""}`,
+      ...path.problems.map((problem) => `         ${problem}`),
+    ]),
+  ].join("\n");
