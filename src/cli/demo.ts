@@ -7,6 +7,7 @@ import { enqueueJobs, migrate } from "../db/index.ts";
 import { createLogger } from "../runtime/logger.ts";
 import { createSupervisor } from "../runtime/supervisor.ts";
 import { demoTasks, demoWorkload } from "./demo-tasks.ts";
+import { givenDatabaseUrl } from "./database.ts";
 import { withPool } from "./shared.ts";
 
 const SCHEMA = "picket_demo";
@@ -47,9 +48,9 @@ const liveView = (rows: Row[], elapsedMs: number): string => {
 export const runDemo = async (options: { databaseUrl?: string; concurrency: number }): Promise<void> => {
   const tty = process.stdout.isTTY === true;
   const say = (line: string) => process.stdout.write(`${line}\n`);
-  say(options.databaseUrl || process.env.DATABASE_URL ? "picket demo: using the database you gave" : "picket demo: starting an embedded PostgreSQL (a temporary folder, removed afterwards)…");
+  say(givenDatabaseUrl(options.databaseUrl) ? "picket demo: using the database you gave" : "picket demo: starting an embedded PostgreSQL (a temporary folder, removed afterwards)…");
   await withPool(
-    { schema: SCHEMA, ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}) },
+    { schema: SCHEMA, ...(options.databaseUrl !== undefined ? { databaseUrl: options.databaseUrl } : {}) },
     async (pool, database) => {
       // The demo's own schema, recreated each run, so it never touches a real queue's jobs.
       await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
