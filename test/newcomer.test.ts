@@ -6,10 +6,16 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isMissingPicketSchema, SchemaNotSetUpError } from "../src/db/index.ts";
+import { createSupervisor, defineTask } from "../src/index.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { captureLogs } from "./support/worker.ts";
 
 const db = useTestDatabase();
+/** A database nobody ran `picket migrate` on. */
+const bare = useTestDatabase({ template: false });
+const NOT_SET_UP = "picket: the picket schema is not set up in this database: run `picket migrate` (or pass migrate: true)";
 const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
 
 // A project folder of its own per file: an embedded server started by mistake would leave
@@ -39,4 +45,70 @@ describe("an empty database URL", () => {
     expect(run.stdout).toBe("");
     expect(run.stderr).toContain("picket: --database-url is empty: give a PostgreSQL connection string, or leave the option out.");
   }, 60_000);
+});
+
+describe("a database without picket's tables", () => {
+  const noop = defineTask({ name: "noop", handler: async () => undefined });
+
+  it("start() fails once, naming the fix, and logs no 'worker started'", async () => {
+    const logs = captureLogs();
+    const supervisor = createSupervisor({ tasks: [noop], connectionString: bare.url, logger: logs.logger });
+    const error = await supervisor.start().then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(SchemaNotSetUpError);
+    expect((error as Error).message).toBe(NOT_SET_UP);
+    expect(logs.lines.map((l) => l.msg)).not.toContain("worker started");
+    await supervisor.stop(); // after a failed start: nothing to drain, the pool is not ended twice
+  });
+
+  it("a schema name with no tables in it is named, with the --schema to migrate it", async () => {
+    const supervisor = createSupervisor({ tasks: [noop], connectionString: db.url, schema: "elsewhere", logger: captureLogs().logger });
+    await expect(supervisor.start()).rejects.toThrow(
+      'picket: the picket schema "elsewhere" is not set up in this database: run `picket migrate --schema elsewhere` (or pass migrate: true)',
+    );
+  });
+
+  it("only 42P01/3F000 on picket's own relations is read as a schema not set up", () => {
+    const pg = (code: string, message: string) => Object.assign(new Error(message), { code });
+    expect(isMissingPicketSchema(pg("42P01", 'relation "picket.jobs" does not exist'), "picket")).toBe(true);
+    expect(isMissingPicketSchema(pg("3F000", 'schema "picket" does not exist'), "picket")).toBe(true);
+    expect(isMissingPicketSchema(pg("42P01", 'relation "public.orders" does not exist'), "picket")).toBe(false);
+    expect(isMissingPicketSchema(pg("42P01", 'relation "picket.jobs" does not exist'), "other")).toBe(false);
+    expect(isMissingPicketSchema(pg("42703", 'column "picket.jobs" does not exist'), "picket")).toBe(false);
+  });
+});
+
+describe("CLI commands on a database without picket's tables", () => {
+  // A fresh unmigrated database per command would be slow; the schema name stands in for one.
+  const env = () => ({ cwd, env: { DATABASE_URL: db.url } });
+  const missing = 'picket: the picket schema "unset_up" is not set up in this database: run `picket migrate --schema unset_up` (or pass migrate: true)\n';
+
+  it.each([
+    ["stats", ["stats"]],
+    ["enqueue", ["enqueue", "hello", "{}", "--allow-unknown"]],
+    ["jobs show", ["jobs", "show", "1"]],
+    ["schedules", ["schedules"]],
+  ])("%s says to run picket migrate", async (_name, args) => {
+    const run = await picket([...args, "--schema", "unset_up"], env());
+    expect(run).toMatchObject({ code: 1, stderr: missing });
+  }, 60_000);
+
+  it("worker without --migrate exits 1 with the hint, before 'worker started'", async () => {
+    const run = await picket(["worker", "--tasks", HELLO], { cwd, env: { DATABASE_URL: bare.url } });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(`${NOT_SET_UP}\n`);
+    expect(run.stdout).not.toContain("worker started");
+  }, 60_000);
+});
+
+// Last: it migrates `bare`, which the tests above need bare.
+describe("a database migrated by the worker itself", () => {
+  it("with migrate: true it starts, and the same database then works without it", async () => {
+    const noop = defineTask({ name: "noop", handler: async () => undefined });
+    const migrated = createSupervisor({ tasks: [noop], connectionString: bare.url, migrate: true, logger: captureLogs().logger });
+    await migrated.start();
+    await migrated.stop();
+    const plain = createSupervisor({ tasks: [noop], connectionString: bare.url, logger: captureLogs().logger });
+    await plain.start();
+    await plain.stop();
+  });
 });

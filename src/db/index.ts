@@ -15,6 +15,7 @@ export type { Queryable, StatementOptions } from "./queryable.ts";
 export * from "./retention.ts";
 export * from "./schedule-spec.ts";
 export * from "./schedules.ts";
+export * from "./schema-check.ts";
 export { checkSchemaName, DEFAULT_SCHEMA } from "./schema-name.ts";
 export * from "./statement.ts";
 export * from "./storable-json.ts";

@@ -16,6 +16,7 @@ import {
   giveBackUnreturnedClaims,
   migrate,
   openPool,
+  requirePicketSchema,
   beat,
   probeConnection,
   queueDepth,
@@ -197,6 +198,7 @@ export class Supervisor {
       statementTimeoutMs: this.config.statementTimeoutMs,
     }));
     if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
+    else await this.requireSchema();
     const inspect = this.options.inspect && inspectorFor(this.options.inspect, this.config.logPayloads);
     let jobParent: AnyActorRef | undefined;
     const pool = this.pool;
@@ -267,6 +269,24 @@ export class Supervisor {
     this.stopStallWatch = watchEventLoop(STALL_TICK_MS, STALL_MIN_MS, (stalledMs) => this.held.reportStall(stalledMs, performance.now()));
     this.actor.start();
     this.logger.info({ tasks: [...this.tasks.keys()], concurrency: this.config.concurrency }, "worker started");
+  }
+
+  /**
+   * Without migrate: true, one look that picket's tables exist before anything polls: else start()
+   * would resolve and every poll fail with `relation "picket.jobs" does not exist`. picket's own
+   * pool is closed first, so a failed start() leaves nothing open.
+   */
+  private async requireSchema(): Promise<void> {
+    const pool = this.pool!;
+    try {
+      await requirePicketSchema(pool, this.statements);
+    } catch (error) {
+      if (!this.options.pool) {
+        this.pool = undefined; // a stop() after the failed start() must not end it twice
+        await pool.end().catch(() => undefined);
+      }
+      throw error;
+    }
   }
 
   /**
