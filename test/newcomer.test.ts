@@ -112,3 +112,25 @@ describe("a database migrated by the worker itself", () => {
     await plain.stop();
   });
 });
+
+describe("a supervisor runs once", () => {
+  const noop = defineTask({ name: "noop", handler: async () => undefined });
+  const STOPPED = "picket: a stopped supervisor cannot be started again; create a new one";
+
+  it("start() after start() and stop() is refused, and logs no second 'worker started'", async () => {
+    const logs = captureLogs();
+    const supervisor = createSupervisor({ tasks: [noop], connectionString: db.url, logger: logs.logger, pollIntervalMs: 50 });
+    await supervisor.start();
+    await supervisor.stop();
+    expect(() => supervisor.start()).toThrow(STOPPED);
+    expect(logs.lines.filter((l) => l.msg === "worker started")).toHaveLength(1);
+  });
+
+  it("start() after a stop() that came first is refused (it used to log 'worker started' and claim nothing)", async () => {
+    const logs = captureLogs();
+    const supervisor = createSupervisor({ tasks: [noop], connectionString: db.url, logger: logs.logger });
+    await supervisor.stop();
+    expect(() => supervisor.start()).toThrow(STOPPED);
+    expect(logs.lines.map((l) => l.msg)).not.toContain("worker started");
+  });
+});

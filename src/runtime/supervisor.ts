@@ -16,6 +16,7 @@ import {
   giveBackUnreturnedClaims,
   migrate,
   openPool,
+  PicketError,
   requirePicketSchema,
   beat,
   probeConnection,
@@ -184,6 +185,10 @@ export class Supervisor {
 
   /** Connects (and migrates, when asked), then starts polling. Resolves once running. */
   start(): Promise<void> {
+    // A supervisor runs once: stop() ends its pool, its timers and its machine for good. Starting
+    // after it (even a stop() that came before any start()) would log "worker started" and then
+    // claim nothing, since claiming stopped with the drain.
+    if (this.stopping) throw new PicketError("picket: a stopped supervisor cannot be started again; create a new one");
     if (this.starting) throw new Error("picket: this supervisor was already started; create a new one to start again.");
     this.starting = this.startOnce();
     return this.starting;
