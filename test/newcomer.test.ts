@@ -134,3 +134,19 @@ describe("a supervisor runs once", () => {
     expect(logs.lines.map((l) => l.msg)).not.toContain("worker started");
   });
 });
+
+describe("the health port", () => {
+  it("a port out of range is refused by the supervisor's options", () => {
+    const noop = defineTask({ name: "noop", handler: async () => undefined });
+    expect(() => createSupervisor({ tasks: [noop], connectionString: db.url, health: { port: 99_999 } })).toThrow(
+      "picket: health.port must be a port number from 0 to 65535 (got 99999).",
+    );
+  });
+
+  it("worker --health-port 99999 is refused before anything starts", async () => {
+    const run = await picket(["worker", "--tasks", HELLO, "--health-port", "99999"], { cwd, env: { DATABASE_URL: db.url } });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('--health-port must be a port number from 1 to 65535 (got "99999")');
+    expect(run.stdout).not.toContain("worker started");
+  }, 60_000);
+});

@@ -60,3 +60,10 @@ export const integerOption = (name: string, min = 0) => (value: string): number 
   if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be an integer ≥ ${min} (got "${value}")`);
   return n;
 };
+
+/** Parses a TCP port (1–65535), so that a typo such as 99999 is refused before anything starts. */
+export const portOption = (name: string) => (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 65_535) throw new Error(`${name} must be a port number from 1 to 65535 (got "${value}")`);
+  return n;
+};

@@ -15,6 +15,7 @@ import {
   endPool,
   giveBackUnreturnedClaims,
   migrate,
+  InvalidConfigError,
   openPool,
   PicketError,
   requirePicketSchema,
@@ -262,18 +263,57 @@ export class Supervisor {
     });
     this.actor.subscribe({ error: (error) => this.logger.fatal({ err: error }, "supervisor machine failed") });
     const health = this.config.health;
-    if (health) {
-      this.healthFiber = Effect.runFork(
-        startHealthServer(health, () => this.health(), this.metrics.registry, this.logger, (server) => (this.healthServer = server)).pipe(
-          Effect.tapCause((cause) =>
-            Effect.sync(() => this.logger.error({ cause: String(cause), port: health.port }, "health server failed; the worker runs on without it")),
-          ),
-        ),
-      );
-    }
+    if (health) await this.startHealth(health);
     this.stopStallWatch = watchEventLoop(STALL_TICK_MS, STALL_MIN_MS, (stalledMs) => this.held.reportStall(stalledMs, performance.now()));
     this.actor.start();
     this.logger.info({ tasks: [...this.tasks.keys()], concurrency: this.config.concurrency }, "worker started");
+  }
+
+  /**
+   * Starts the health server and waits until it listens. An orchestrator probing a port nobody
+   * listens on restarts the worker forever, or, without probes, a dead health server goes
+   * unnoticed: so a port that is taken (or not allowed) fails start(), naming it, after closing
+   * what start() opened. Should the server fail later, the worker runs on and logs it.
+   */
+  private async startHealth(health: { port: number; host: string }): Promise<void> {
+    let failed: (error: unknown) => void = () => undefined;
+    const listening = new Promise<void>((resolve, reject) => {
+      failed = reject;
+      this.healthFiber = Effect.runFork(
+        startHealthServer(health, () => this.health(), this.metrics.registry, this.logger, (server) => {
+          this.healthServer = server;
+          server.once("listening", () => resolve());
+          server.once("error", reject);
+        }).pipe(
+          Effect.tapCause((cause) =>
+            Effect.sync(() => {
+              failed(cause);
+              this.logger.error({ cause: String(cause), port: health.port }, "health server failed; the worker runs on without it");
+            }),
+          ),
+        ),
+      );
+    });
+    try {
+      await listening;
+    } catch (error) {
+      const fiber = this.healthFiber!;
+      this.healthFiber = undefined;
+      this.healthServer = undefined;
+      this.actor = undefined; // never started: stop() has no machine to drain
+      await Effect.runPromise(Fiber.interrupt(fiber));
+      if (this.pool && !this.options.pool) {
+        const pool = this.pool;
+        this.pool = undefined;
+        await pool.end().catch(() => undefined);
+      }
+      const reason = (error as { code?: string }).code ?? (error instanceof Error ? error.message : "it could not listen");
+      throw new InvalidConfigError(
+        `picket: the health server cannot listen on ${health.host}:${health.port} (${reason}): ` +
+          (reason === "EADDRINUSE" ? "another process holds that port: choose another health port, or stop that process." : "choose another health port."),
+        { cause: error },
+      );
+    }
   }
 
   /**
