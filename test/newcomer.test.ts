@@ -1,13 +1,14 @@
 // What a newcomer tripped over (issue 16), each held by a test: a mistake is refused at once,
 // with a message that says what to do, before anything is written or started.
 import { existsSync } from "node:fs";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isMissingPicketSchema, SchemaNotSetUpError } from "../src/db/index.ts";
 import { createSupervisor, defineTask } from "../src/index.ts";
+import { cliErrorMessage } from "../src/cli/error-message.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { captureLogs } from "./support/worker.ts";
@@ -28,6 +29,15 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(cwd, { recursive: true, force: true });
 });
+
+const TASK_MODULE = JSON.stringify(fileURLToPath(new URL("../src/runtime/task.ts", import.meta.url)));
+
+/** Writes a tasks module into the test's project folder and returns its path. */
+const tasksModule = async (name: string, source: string): Promise<string> => {
+  const file = path.join(cwd, name);
+  await writeFile(file, source.replaceAll("PICKET_TASK", TASK_MODULE));
+  return file;
+};
 
 describe("an empty database URL", () => {
   it("DATABASE_URL='' is refused, and no embedded server is started", async () => {
@@ -148,5 +158,23 @@ describe("the health port", () => {
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('--health-port must be a port number from 1 to 65535 (got "99999")');
     expect(run.stdout).not.toContain("worker started");
+  }, 60_000);
+});
+
+describe("error lines", () => {
+  it("say picket: once, whatever the message already said", () => {
+    expect(cliErrorMessage(new Error("picket: picket: no"))).toBe("picket: no");
+    expect(cliErrorMessage(new Error("no"))).toBe("picket: no");
+    expect(cliErrorMessage("picket: no")).toBe("picket: no");
+  });
+
+  it("a tasks module that throws one of picket's errors while loading is reported with one prefix", async () => {
+    const file = await tasksModule("bad-lease.ts", `import { defineTask } from PICKET_TASK;
+export const tasks = [defineTask({ name: "x", handler: async () => 1, leaseMs: -1 })];
+`);
+    const run = await picket(["worker", "--tasks", file], { cwd, env: { DATABASE_URL: db.url } });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(new RegExp(`^picket: could not load the tasks module ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: task "x": leaseMs must be`));
+    expect(run.stderr.match(/picket:/g)).toHaveLength(1);
   }, 60_000);
 });

@@ -6,6 +6,7 @@ import { pathToFileURL } from "node:url";
 import { InvalidConfigError } from "../db/index.ts";
 import type { SupervisorOptions } from "../runtime/config.ts";
 import type { Task } from "../runtime/task.ts";
+import { withoutPrefix } from "./error-message.ts";
 
 const isTask = (value: unknown): value is Task =>
   typeof value === "object" && value !== null && typeof (value as Task).name === "string" && "leaseMs" in value && "timeoutMs" in value;
@@ -16,7 +17,7 @@ export const loadTasksModule = async (file: string): Promise<{ tasks: Task[]; op
   try {
     mod = (await import(url)) as Record<string, unknown>;
   } catch (error) {
-    throw new InvalidConfigError(`picket: could not load the tasks module ${file}: ${(error as Error).message}`);
+    throw new InvalidConfigError(`picket: could not load the tasks module ${file}: ${withoutPrefix((error as Error).message)}`, { cause: error });
   }
   const tasks = mod.tasks ?? mod.default;
   if (!Array.isArray(tasks) || tasks.length === 0 || !tasks.every(isTask)) {
