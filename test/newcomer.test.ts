@@ -9,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isMissingPicketSchema, SchemaNotSetUpError } from "../src/db/index.ts";
 import { createSupervisor, defineTask } from "../src/index.ts";
 import { cliErrorMessage } from "../src/cli/error-message.ts";
+import { explainLoadError } from "../src/cli/module-load-error.ts";
+import { loadTasksModule } from "../src/cli/tasks-module.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { captureLogs } from "./support/worker.ts";
@@ -177,4 +179,43 @@ export const tasks = [defineTask({ name: "x", handler: async () => 1, leaseMs: -
     expect(run.stderr).toMatch(new RegExp(`^picket: could not load the tasks module ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: task "x": leaseMs must be`));
     expect(run.stderr.match(/picket:/g)).toHaveLength(1);
   }, 60_000);
+});
+
+describe("tasks modules", () => {
+  it("export default defineTask(...) is one task; a default array is its tasks", async () => {
+    const one = await tasksModule("default-one.ts", `import { defineTask } from PICKET_TASK;
+export default defineTask({ name: "only", handler: async () => 1 });
+`);
+    expect((await loadTasksModule(one)).tasks.map((t) => t.name)).toEqual(["only"]);
+    const many = await tasksModule("default-many.ts", `import { defineTask } from PICKET_TASK;
+export default [defineTask({ name: "a", handler: async () => 1 }), defineTask({ name: "b", handler: async () => 2 })];
+`);
+    expect((await loadTasksModule(many)).tasks.map((t) => t.name)).toEqual(["a", "b"]);
+  });
+
+  // Through the real command: Node's own loader, not the test runner's, reads the module.
+  it("a syntax error in a .js tasks module is reported with its file, line and column", async () => {
+    const file = await tasksModule("broken.mjs", "export const tasks = [];\nconst y = {;\n");
+    const run = await picket(["worker", "--tasks", file], { cwd, env: { DATABASE_URL: db.url } });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(`picket: could not load the tasks module ${file}: syntax error at ${file}:2:12: Unexpected token ';'\n`);
+  }, 60_000);
+
+  it("a syntax error in a .ts tasks module is reported with its file, line and column", async () => {
+    const file = await tasksModule("broken.ts", "export const tasks = [];\nconst y: number = ;\n");
+    const run = await picket(["worker", "--tasks", file], { cwd, env: { DATABASE_URL: db.url } });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(`picket: could not load the tasks module ${file}: syntax error at ${file}:2:19: Expression expected\n`);
+  }, 60_000);
+
+  it("a .ts module on a Node without type stripping names the Node version needed", () => {
+    // The error Node 20 raises for `import("./tasks.ts")`.
+    const error = Object.assign(new TypeError('Unknown file extension ".ts" for /app/tasks.ts'), { code: "ERR_UNKNOWN_FILE_EXTENSION" });
+    expect(explainLoadError("tasks.ts", "/app/tasks.ts", error, "v20.11.1")).toBe(
+      "picket: could not load the tasks module tasks.ts: this Node (v20.11.1) cannot run a .ts file. " +
+        "Use Node 22.18 or later (it runs TypeScript by stripping types), or compile the module to .js and pass that.",
+    );
+    expect(explainLoadError("tasks.ts", "/app/tasks.ts", error, "v24.1.0")).toContain("this Node (v24.1.0) cannot run a .ts file (type stripping is turned off). Use Node 22.18");
+    expect(explainLoadError("tasks.js", "/app/tasks.js", new Error("picket: boom"))).toBe("picket: could not load the tasks module tasks.js: boom");
+  });
 });
