@@ -219,3 +219,24 @@ export default [defineTask({ name: "a", handler: async () => 1 }), defineTask({ 
     expect(explainLoadError("tasks.js", "/app/tasks.js", new Error("picket: boom"))).toBe("picket: could not load the tasks module tasks.js: boom");
   });
 });
+
+describe("isolate.module", () => {
+  const handler = fileURLToPath(new URL("./fixtures/isolated-tasks.ts", import.meta.url));
+
+  it.each(["./handler.ts", "../jobs/handler.js", "handlers/resize.mjs"])("a relative path %j is refused when the task is defined", (module) => {
+    expect(() => defineTask({ name: "iso-rel", isolate: { module } })).toThrow(
+      `picket: task "iso-rel": isolate.module ${JSON.stringify(module)} is a relative path, which the worker thread would resolve against picket's own folder. ` +
+        `Pass new URL(${JSON.stringify(module.startsWith(".") ? module : `./${module}`)}, import.meta.url) or an absolute path.`,
+    );
+  });
+
+  it("a URL, a file: URL string or an absolute path is taken", () => {
+    for (const module of [new URL("./fixtures/isolated-tasks.ts", import.meta.url), new URL("./fixtures/isolated-tasks.ts", import.meta.url).href, handler]) {
+      expect(defineTask({ name: "iso-ok", isolate: { module } }).isolate).toEqual({ module });
+    }
+  });
+
+  it("a missing module is refused", () => {
+    expect(() => defineTask({ name: "iso-none", isolate: {} as never })).toThrow(/isolate.module must name the module that exports the handler/);
+  });
+});
