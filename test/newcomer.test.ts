@@ -13,7 +13,8 @@ import { explainLoadError } from "../src/cli/module-load-error.ts";
 import { loadTasksModule } from "../src/cli/tasks-module.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { captureLogs } from "./support/worker.ts";
+import { enqueueJob } from "../src/db/index.ts";
+import { captureLogs, startWorker } from "./support/worker.ts";
 
 const db = useTestDatabase();
 /** A database nobody ran `picket migrate` on. */
@@ -238,5 +239,47 @@ describe("isolate.module", () => {
 
   it("a missing module is refused", () => {
     expect(() => defineTask({ name: "iso-none", isolate: {} as never })).toThrow(/isolate.module must name the module that exports the handler/);
+  });
+});
+
+describe("a synchronous handler that runs past its timeout", () => {
+  const busy = (ms: number) => {
+    const end = performance.now() + ms;
+    while (performance.now() < end); // holds the event loop: the timeout's timer cannot fire
+  };
+
+  it("is recorded completed (it cannot be interrupted) and a warning says so, pointing to isolate", async () => {
+    const task = defineTask({ name: "sync-overrun", timeoutMs: 150, handler: () => (busy(600), "done") });
+    const job = await enqueueJob(db.pool, { type: "sync-overrun" });
+    const { supervisor, outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 10_000 }).toMatchObject({ outcome: "completed" });
+    const warning = logs.find((l) => String(l.msg).startsWith('the handler of task "sync-overrun" ran'));
+    expect(warning).toMatchObject({ level: 40, job_id: job.id, timeout_ms: 150 });
+    expect(warning!.ran_ms as number).toBeGreaterThanOrEqual(600);
+    expect(warning!.msg).toContain("synchronous code cannot be interrupted");
+    expect(warning!.msg).toContain("Run CPU-bound handlers with isolate");
+    await supervisor.stop();
+  });
+
+  it("an async handler within its timeout, or one the timeout interrupted, gets no such warning", async () => {
+    const quick = defineTask({ name: "async-quick", timeoutMs: 5_000, handler: async () => "ok" });
+    let settledLate: () => void = () => undefined;
+    const late = new Promise<void>((resolve) => (settledLate = resolve));
+    const slow = defineTask({
+      name: "async-slow",
+      timeoutMs: 150,
+      maxAttempts: 1,
+      // Ignores its signal: its promise settles 600 ms in, long after the timeout aborted it.
+      handler: () => new Promise((resolve) => setTimeout(() => (resolve("late"), settledLate()), 600)),
+    });
+    const a = await enqueueJob(db.pool, { type: "async-quick" });
+    const b = await enqueueJob(db.pool, { type: "async-slow" });
+    const { supervisor, outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [quick, slow] });
+    await expect.poll(() => outcomes.find((o) => o.id === a.id), { timeout: 10_000 }).toMatchObject({ outcome: "completed" });
+    await expect.poll(() => outcomes.find((o) => o.id === b.id), { timeout: 10_000 }).toMatchObject({ outcome: "dead" });
+    await late;
+    await new Promise((resolve) => setImmediate(resolve)); // the settle callback runs in the microtasks after it
+    expect(logs.filter((l) => String(l.msg).includes("past its timeout"))).toEqual([]);
+    await supervisor.stop();
   });
 });
