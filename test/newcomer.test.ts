@@ -283,3 +283,15 @@ describe("a synchronous handler that runs past its timeout", () => {
     await supervisor.stop();
   });
 });
+
+describe("demo options", () => {
+  it("--concurrency 0 is refused before the database is touched", async () => {
+    await db.pool.query("DROP SCHEMA IF EXISTS picket_demo CASCADE");
+    const run = await picket(["demo", "--concurrency", "0"], { cwd, env: { DATABASE_URL: db.url } });
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toBe('picket: --concurrency must be an integer ≥ 1 (got "0")\n');
+    const { rows } = await db.pool.query("SELECT 1 FROM information_schema.schemata WHERE schema_name = 'picket_demo'");
+    expect(rows).toEqual([]);
+  }, 60_000);
+});

@@ -8,7 +8,7 @@ import { createLogger } from "../runtime/logger.ts";
 import { createSupervisor } from "../runtime/supervisor.ts";
 import { demoTasks, demoWorkload } from "./demo-tasks.ts";
 import { givenDatabaseUrl } from "./database.ts";
-import { withPool } from "./shared.ts";
+import { integerOption, withPool } from "./shared.ts";
 
 const SCHEMA = "picket_demo";
 
@@ -123,6 +123,8 @@ export const demoCommand = (program: Command): void => {
     .command("demo")
     .description("run a mixed workload on an embedded PostgreSQL (or --database-url) and show what happens")
     .option("--database-url <url>", "use this server instead of the embedded one (the demo works in schema picket_demo)")
-    .option("--concurrency <n>", "worker concurrency", (v) => Number(v), 8)
+    // Checked as it is parsed, before the database is touched (it was once checked by the
+    // supervisor, after 50 jobs had been enqueued).
+    .option("--concurrency <n>", "worker concurrency", integerOption("--concurrency", 1), 8)
     .action(runDemo);
 };
