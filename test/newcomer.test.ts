@@ -295,3 +295,17 @@ describe("demo options", () => {
     expect(rows).toEqual([]);
   }, 60_000);
 });
+
+describe("worker --pretty", () => {
+  it("writes no colour codes when its output is piped", async () => {
+    let pid = 0;
+    let output: () => string = () => "";
+    const running = picket(["worker", "--tasks", HELLO, "--pretty"], { cwd, env: { DATABASE_URL: db.url, NO_COLOR: undefined, FORCE_COLOR: undefined }, onStart: (p, o) => ((pid = p), (output = o)) });
+    await expect.poll(() => output(), { timeout: 30_000, interval: 100 }).toContain("worker started");
+    process.kill(pid, "SIGTERM");
+    const run = await running;
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/INFO.*worker started/);
+    expect(run.stdout).not.toContain("\u001b[");
+  }, 60_000);
+});
