@@ -1,7 +1,7 @@
 // What a newcomer tripped over (issue 16), each held by a test: a mistake is refused at once,
 // with a message that says what to do, before anything is written or started.
 import { existsSync } from "node:fs";
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -307,5 +307,12 @@ describe("worker --pretty", () => {
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/INFO.*worker started/);
     expect(run.stdout).not.toContain("\u001b[");
+  }, 60_000);
+});
+
+describe("picket --version", () => {
+  it("prints the package's version and exits 0", async () => {
+    const { version } = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as { version: string };
+    for (const flag of ["--version", "-V"]) expect(await picket([flag], { cwd })).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
   }, 60_000);
 });

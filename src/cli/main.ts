@@ -4,6 +4,7 @@
 import { Command, CommanderError } from "commander";
 import { demoCommand } from "./demo.ts";
 import { enqueueCommand } from "./enqueue.ts";
+import { PICKET_VERSION } from "../runtime/version.ts";
 import { cliErrorMessage } from "./error-message.ts";
 import { jobsCommand } from "./jobs.ts";
 import { machinesCommand } from "./machines.ts";
@@ -16,6 +17,7 @@ import { workerCommand } from "./worker.ts";
 const program = new Command()
   .name("picket")
   .description("PostgreSQL job queue and worker supervisor")
+  .version(PICKET_VERSION, "-V, --version", "print picket's version")
   .showHelpAfterError("(run with --help for usage)")
   .exitOverride();
 
