@@ -13,7 +13,7 @@ import { explainLoadError } from "../src/cli/module-load-error.ts";
 import { loadTasksModule } from "../src/cli/tasks-module.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { enqueueJob } from "../src/db/index.ts";
+import { cancelJob, enqueueJob } from "../src/db/index.ts";
 import { captureLogs, startWorker } from "./support/worker.ts";
 
 const db = useTestDatabase();
@@ -315,4 +315,35 @@ describe("picket --version", () => {
     const { version } = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as { version: string };
     for (const flag of ["--version", "-V"]) expect(await picket([flag], { cwd })).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
   }, 60_000);
+});
+
+describe("picket jobs list", () => {
+  it("lists the newest jobs, filtered by --status and --task, bounded by --limit", async () => {
+    const a = [];
+    for (let i = 0; i < 3; i++) a.push(await enqueueJob(db.pool, { type: "list-a", payload: { i }, maxAttempts: 4 }));
+    const b = [await enqueueJob(db.pool, { type: "list-b" }), await enqueueJob(db.pool, { type: "list-b" })];
+    await cancelJob(db.pool, a[0]!.id);
+    const env = { cwd, env: { DATABASE_URL: db.url } };
+    const ids = (run: { stdout: string }) => (JSON.parse(run.stdout) as Array<{ id: string }>).map((j) => j.id);
+
+    expect(ids(await picket(["jobs", "list", "--task", "list-a", "--json"], env))).toEqual([a[2]!.id, a[1]!.id, a[0]!.id]);
+    expect(ids(await picket(["jobs", "list", "--task", "list-a", "--status", "pending", "--json"], env))).toEqual([a[2]!.id, a[1]!.id]);
+    expect(ids(await picket(["jobs", "list", "--status", "cancelled", "--json"], env))).toEqual([a[0]!.id]);
+    expect(ids(await picket(["jobs", "list", "--limit", "2", "--json"], env))).toEqual([b[1]!.id, b[0]!.id]);
+
+    const table = await picket(["jobs", "list", "--task", "list-a"], env);
+    expect(table.code).toBe(0);
+    const lines = table.stdout.trimEnd().split("\n");
+    expect(lines[0]).toMatch(/^id\s+task\s+status\s+attempts\s+run at\s+last error$/);
+    expect(lines.slice(1).map((l) => l.split(/\s+/).slice(0, 4))).toEqual([
+      [a[2]!.id, "list-a", "pending", "0/4"],
+      [a[1]!.id, "list-a", "pending", "0/4"],
+      [a[0]!.id, "list-a", "cancelled", "0/4"],
+    ]);
+    expect(await picket(["jobs", "list", "--task", "no-such-task"], env)).toMatchObject({ code: 0, stdout: "(no jobs)\n" });
+    expect(await picket(["jobs", "list", "--status", "done"], env)).toMatchObject({
+      code: 1,
+      stderr: 'picket: status must be one of pending, processing, completed, dead, cancelled (got "done").\n',
+    });
+  }, 90_000);
 });

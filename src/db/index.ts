@@ -6,6 +6,7 @@ export * from "./embedded.ts";
 export * from "./enqueue.ts";
 export * from "./errors.ts";
 export * from "./fenced.ts";
+export * from "./job-list.ts";
 export * from "./job-row.ts";
 export * from "./job-spec.ts";
 export * from "./migrate.ts";
