@@ -13,7 +13,7 @@ import { explainLoadError } from "../src/cli/module-load-error.ts";
 import { loadTasksModule } from "../src/cli/tasks-module.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { cancelJob, enqueueJob } from "../src/db/index.ts";
+import { cancelJob, enqueueJob, enqueueJobWithOutcome } from "../src/db/index.ts";
 import { captureLogs, startWorker } from "./support/worker.ts";
 
 const db = useTestDatabase();
@@ -346,4 +346,42 @@ describe("picket jobs list", () => {
       stderr: 'picket: status must be one of pending, processing, completed, dead, cancelled (got "done").\n',
     });
   }, 90_000);
+});
+
+describe("a dedupe hit is told", () => {
+  it("enqueueJobWithOutcome says whether the job was created or already held the key", async () => {
+    const first = await enqueueJobWithOutcome(db.pool, { type: "hit", key: "hit-1" });
+    const again = await enqueueJobWithOutcome(db.pool, { type: "hit", key: "hit-1", payload: { other: true } });
+    expect(first).toMatchObject({ created: true });
+    expect(again).toMatchObject({ created: false, job: { id: first.job.id } });
+    expect(await enqueueJobWithOutcome(db.pool, { type: "hit" })).toMatchObject({ created: true });
+    // replace: the pending job takes the new payload; still no new job.
+    const replaced = await enqueueJobWithOutcome(db.pool, { type: "hit", key: "hit-1", payload: { n: 2 }, dedupe: "replace" });
+    expect(replaced).toMatchObject({ created: false, job: { id: first.job.id, payload: { n: 2 } } });
+  });
+
+  it("inside the caller's transaction too", async () => {
+    const held = await enqueueJob(db.pool, { type: "hit", key: "hit-tx" });
+    const client = await db.connect();
+    await client.query("BEGIN");
+    try {
+      expect(await enqueueJobWithOutcome(client, { type: "hit", key: "hit-tx" })).toMatchObject({ created: false, job: { id: held.id } });
+      expect(await enqueueJobWithOutcome(client, { type: "hit", key: "hit-tx-new" })).toMatchObject({ created: true });
+    } finally {
+      await client.query("ROLLBACK");
+    }
+  });
+
+  it("picket enqueue says on stderr that nothing new was enqueued; stdout is the job either way", async () => {
+    const env = { cwd, env: { DATABASE_URL: db.url } };
+    const first = await picket(["enqueue", "hit", "{}", "--key", "cli-hit", "--allow-unknown"], env);
+    expect(first).toMatchObject({ code: 0, stderr: "" });
+    const id = (JSON.parse(first.stdout) as { id: string }).id;
+    const again = await picket(["enqueue", "hit", '{"x":1}', "--key", "cli-hit", "--allow-unknown"], env);
+    expect(again.code).toBe(0);
+    expect(again.stderr).toBe(`picket: job ${id} already holds key "cli-hit" (pending); nothing new was enqueued\n`);
+    expect((JSON.parse(again.stdout) as { id: string }).id).toBe(id);
+    const replaced = await picket(["enqueue", "hit", '{"x":2}', "--key", "cli-hit", "--dedupe", "replace", "--allow-unknown"], env);
+    expect(replaced.stderr).toBe(`picket: job ${id} already holds key "cli-hit" (pending): it takes this payload and run time; nothing new was enqueued\n`);
+  }, 60_000);
 });

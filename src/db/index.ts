@@ -4,6 +4,7 @@ export * from "./claim.ts";
 export * from "./claim-limited.ts";
 export * from "./embedded.ts";
 export * from "./enqueue.ts";
+export * from "./enqueue-outcome.ts";
 export * from "./errors.ts";
 export * from "./fenced.ts";
 export * from "./job-list.ts";
