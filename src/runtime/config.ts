@@ -206,7 +206,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     schedules,
     health: options.health
       ? {
-          port: port("health.port", options.health.port),
+          port: port("health.port", options.health.port ?? 0),
           host: options.health.host ?? "0.0.0.0",
           stalePollMs: int("health.stalePollMs", options.health.stalePollMs, Math.max(30_000, pollIntervalMs * 10), 1),
         }
