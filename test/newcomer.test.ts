@@ -460,9 +460,11 @@ describe("Ctrl-C on the demo", () => {
   }, 120_000);
 
   it("during start-up: no folder is left behind and no server keeps running, exit 130", async () => {
-    // As soon as the temporary folder exists: initdb is running, in the demo's process group, and
-    // the Ctrl-C reaches it too.
-    const { run, tmp } = await demo((_o, tmp) => readdirSync(tmp).length > 0);
+    // Once initdb has begun writing the data folder: it is running, in the demo's process group,
+    // and the Ctrl-C reaches it too.
+    const initdbWriting = (tmp: string) =>
+      readdirSync(tmp).some((d) => d.startsWith("picket-pg-") && existsSync(path.join(tmp, d, "data")) && readdirSync(path.join(tmp, d, "data")).length > 0);
+    const { run, tmp } = await demo((_o, tmp) => initdbWriting(tmp));
     expect(run.code).toBe(130);
     expect(readdirSync(tmp)).toEqual([]);
     expect(processesUnder(tmp)).toEqual([]);
