@@ -170,13 +170,21 @@ describe("supervisor options", () => {
     ["retention.olderThanMs", { retention: { olderThanMs: -1 } }, "-1"],
     ["retention.intervalMs", { retention: { intervalMs: 999 } }, "999"],
     ["retention.batchSize", { retention: { batchSize: 0 } }, "0"],
-    ["health.port", { health: { port: -1 } }, "-1"],
     ["health.stalePollMs", { health: { stalePollMs: 0 } }, "0"],
     ["schedules.intervalMs", { schedules: { intervalMs: 9 } }, "9"],
     // A tick must be given at least two scheduler rounds before it counts as missed.
     ["schedules.graceMs", { schedules: { intervalMs: 500, graceMs: 999 } }, "999"],
   ] as const)("checks %s", (name, options, got) => {
     expect(() => resolveConfig({ ...base, ...options } as never)).toThrow(new RegExp(`^picket: ${name.replace(".", "\\.")} must be an integer ≥ \\d+ \\(got ${got}\\)\\.$`));
+  });
+
+  it("checks health.port is a port number", () => {
+    for (const bad of [-1, 65_536, 99_999, 1.5, "8080"]) {
+      expect(() => resolveConfig({ ...base, health: { port: bad as number } })).toThrow(
+        new InvalidConfigError(`picket: health.port must be a port number from 0 to 65535 (got ${String(bad)}).`),
+      );
+    }
+    expect(resolveConfig({ ...base, health: { port: 65_535 } }).health).toMatchObject({ port: 65_535 });
   });
 });
 
@@ -243,6 +251,7 @@ describe("task definitions", () => {
     );
     expect(() => defineTask({ name: "", handler })).toThrow(InvalidConfigError);
     expect(() => defineTask(undefined as never)).toThrow(InvalidConfigError);
-    expect(defineTask({ name: "t", isolate: { module: "./x.ts" } }).isolate).toEqual({ module: "./x.ts" });
+    const module = new URL("./x.ts", import.meta.url);
+    expect(defineTask({ name: "t", isolate: { module } }).isolate).toEqual({ module });
   });
 });

@@ -187,7 +187,7 @@ describe("the lease health check", () => {
 describe("the event-loop stall report", () => {
   const quick = defineTask({ name: "quick", leaseMs: 1_000, handler: async () => undefined });
   const slow = defineTask({ name: "slow", leaseMs: 5_000, handler: async () => undefined });
-  const threaded = defineTask({ name: "threaded", leaseMs: 1_000, isolate: { module: "./nowhere.ts" } });
+  const threaded = defineTask({ name: "threaded", leaseMs: 1_000, isolate: { module: new URL("./nowhere.ts", import.meta.url) } });
   const stalls = (lines: Array<{ msg: string }>) => lines.filter((l) => l.msg.startsWith("the event loop was blocked"));
 
   it("names the in-thread tasks whose handlers ran, once the stall reaches the shortest lease's margin", () => {

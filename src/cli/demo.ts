@@ -7,7 +7,8 @@ import { enqueueJobs, migrate } from "../db/index.ts";
 import { createLogger } from "../runtime/logger.ts";
 import { createSupervisor } from "../runtime/supervisor.ts";
 import { demoTasks, demoWorkload } from "./demo-tasks.ts";
-import { withPool } from "./shared.ts";
+import { givenDatabaseUrl } from "./database.ts";
+import { integerOption, withPool } from "./shared.ts";
 
 const SCHEMA = "picket_demo";
 
@@ -47,10 +48,44 @@ const liveView = (rows: Row[], elapsedMs: number): string => {
 export const runDemo = async (options: { databaseUrl?: string; concurrency: number }): Promise<void> => {
   const tty = process.stdout.isTTY === true;
   const say = (line: string) => process.stdout.write(`${line}\n`);
-  say(options.databaseUrl || process.env.DATABASE_URL ? "picket demo: using the database you gave" : "picket demo: starting an embedded PostgreSQL (a temporary folder, removed afterwards)…");
+  say(givenDatabaseUrl(options.databaseUrl) ? "picket demo: using the database you gave" : "picket demo: starting an embedded PostgreSQL (a temporary folder, removed afterwards)…");
+  // Ctrl-C (or SIGTERM) ends the demo the orderly way: the worker is forced, then the embedded
+  // server is stopped and its temporary folder removed. Without these handlers Node would exit
+  // at once, leaving the server (in its own process group) running and its folder behind.
+  let interrupted: NodeJS.Signals | undefined;
+  let onInterrupt = () => undefined as void;
+  const interrupt = (signal: NodeJS.Signals) => {
+    if (interrupted !== undefined) return;
+    interrupted = signal;
+    process.stderr.write(`picket demo: ${signal} received: stopping, and removing the embedded server if one was started\n`);
+    onInterrupt();
+  };
+  process.on("SIGINT", interrupt);
+  process.on("SIGTERM", interrupt);
+  try {
+    await demoOn(options, say, tty, () => interrupted !== undefined, (run) => (onInterrupt = run));
+  } catch (error) {
+    // A start-up the signal cut short (an initdb that got the terminal's Ctrl-C too) is not an error.
+    if (interrupted === undefined) throw error;
+  } finally {
+    process.off("SIGINT", interrupt);
+    process.off("SIGTERM", interrupt);
+  }
+  if (interrupted !== undefined) process.exitCode = 130;
+};
+
+const demoOn = async (
+  options: { databaseUrl?: string; concurrency: number },
+  say: (line: string) => void,
+  tty: boolean,
+  isInterrupted: () => boolean,
+  whenInterrupted: (run: () => void) => void,
+): Promise<void> => {
   await withPool(
-    { schema: SCHEMA, ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}) },
+    { schema: SCHEMA, ...(options.databaseUrl !== undefined ? { databaseUrl: options.databaseUrl } : {}) },
     async (pool, database) => {
+      if (isInterrupted()) return;
+      if (database.dataDir !== undefined) say(`embedded PostgreSQL started (data in ${database.dataDir})`);
       // The demo's own schema, recreated each run, so it never touches a real queue's jobs.
       await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
       await migrate(pool, { schema: SCHEMA });
@@ -75,9 +110,10 @@ export const runDemo = async (options: { databaseUrl?: string; concurrency: numb
         if (!tty) say(`job ${job.id} ${job.type} attempt ${job.attempts}: ${outcome} in ${durationMs} ms${error ? ` (${error})` : ""}`);
       });
       const started = Date.now();
+      whenInterrupted(() => supervisor.force());
       await supervisor.start();
       let rows = await snapshot(pool);
-      while (rows.some((r) => r.status === "pending" || r.status === "processing")) {
+      while (!isInterrupted() && rows.some((r) => r.status === "pending" || r.status === "processing")) {
         if (tty) logUpdate(liveView(rows, Date.now() - started));
         await new Promise((resolve) => setTimeout(resolve, 150));
         rows = await snapshot(pool);
@@ -85,6 +121,7 @@ export const runDemo = async (options: { databaseUrl?: string; concurrency: numb
       if (tty) logUpdate(liveView(rows, Date.now() - started));
       logUpdate.done();
       await supervisor.stop();
+      if (isInterrupted()) return;
 
       const { rows: summary } = await pool.query<{
         type: string; jobs: number; completed: number; dead: number; attempts: number; avg_ms: number; max_ms: number;
@@ -122,6 +159,8 @@ export const demoCommand = (program: Command): void => {
     .command("demo")
     .description("run a mixed workload on an embedded PostgreSQL (or --database-url) and show what happens")
     .option("--database-url <url>", "use this server instead of the embedded one (the demo works in schema picket_demo)")
-    .option("--concurrency <n>", "worker concurrency", (v) => Number(v), 8)
+    // Checked as it is parsed, before the database is touched (it was once checked by the
+    // supervisor, after 50 jobs had been enqueued).
+    .option("--concurrency <n>", "worker concurrency", integerOption("--concurrency", 1), 8)
     .action(runDemo);
 };

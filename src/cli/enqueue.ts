@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { checkTaskName, enqueueJob, handlerCoverage, LIVE_WORKER_MS, type DedupeMode } from "../db/index.ts";
+import { checkTaskName, enqueueJobWithOutcome, handlerCoverage, LIVE_WORKER_MS, type DedupeMode } from "../db/index.ts";
 import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 interface EnqueueOptions extends DatabaseOptions {
@@ -54,7 +54,7 @@ export const enqueueCommand = (program: Command): void => {
     } catch (error) {
       throw new Error(`payload is not valid JSON (${(error as Error).message}); quote it for your shell, e.g. '{"to":"a@example.com"}'`);
     }
-    const job = await withPool(options, async (pool) => {
+    const outcome = await withPool(options, async (pool) => {
       // A typo in a task name would make a job no worker ever runs: the live workers' heartbeats
       // say which names they handle. With no live worker there is nothing to check against.
       checkTaskName(task);
@@ -68,7 +68,7 @@ export const enqueueCommand = (program: Command): void => {
         }
         process.stderr.write(`picket: warning: no worker is live (no heartbeat in the last ${LIVE_WORKER_MS / 1000} s), so task "${task}" could not be checked; enqueueing it.\n`);
       }
-      return enqueueJob(
+      return enqueueJobWithOutcome(
         pool,
         {
           type: task,
@@ -84,6 +84,15 @@ export const enqueueCommand = (program: Command): void => {
         statementOptions(options),
       );
     });
-    process.stdout.write(`${JSON.stringify(job)}\n`);
+    // stdout stays the job's JSON either way (scripts read it); a dedupe hit is said on stderr.
+    if (!outcome.created) {
+      const { job } = outcome;
+      process.stderr.write(
+        dedupe === "replace" && job.status === "pending"
+          ? `picket: job ${job.id} already holds key ${JSON.stringify(job.key)} (pending): it takes this payload and run time; nothing new was enqueued\n`
+          : `picket: job ${job.id} already holds key ${JSON.stringify(job.key)} (${job.status}); nothing new was enqueued\n`,
+      );
+    }
+    process.stdout.write(`${JSON.stringify(outcome.job)}\n`);
   });
 };

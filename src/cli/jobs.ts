@@ -1,6 +1,6 @@
 import type { Command } from "commander";
-import { cancelJob, getJob, jobSteps, retryDeadJob, type AdminResult } from "../db/index.ts";
-import { statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
+import { cancelJob, getJob, jobSteps, listJobs, retryDeadJob, type AdminResult, type Job, type JobStatus } from "../db/index.ts";
+import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 const report = (action: string, id: string, result: AdminResult, wanted: string): void => {
   if (result.outcome === "applied") {
@@ -18,7 +18,21 @@ const report = (action: string, id: string, result: AdminResult, wanted: string)
 };
 
 export const jobsCommand = (program: Command): void => {
-  const jobs = program.command("jobs").description("act on one job");
+  const jobs = program.command("jobs").description("list jobs, or act on one");
+  withDatabaseOptions(
+    jobs
+      .command("list")
+      .description("the newest jobs, one line each (picket jobs show <id> for one in full)")
+      .option("--status <status>", "only jobs with this status: pending, processing, completed, dead or cancelled")
+      .option("--task <name>", "only jobs of this task")
+      .option("--limit <n>", "at most this many (default 20, at most 1000)", integerOption("--limit", 1), 20)
+      .option("--json", "print JSON"),
+  ).action(async (options: DatabaseOptions & { status?: JobStatus; task?: string; limit: number; json?: boolean }) => {
+    const found = await withPool(options, (pool) =>
+      listJobs(pool, { limit: options.limit, ...(options.status ? { status: options.status } : {}), ...(options.task ? { type: options.task } : {}) }, statementOptions(options)),
+    );
+    process.stdout.write(options.json ? `${JSON.stringify(found, null, 2)}\n` : formatJobList(found));
+  });
   withDatabaseOptions(jobs.command("retry").description("run a dead job again, with fresh attempts").argument("<id>")).action(
     async (id: string, options: DatabaseOptions) =>
       report("retried", id, await withPool(options, (pool) => retryDeadJob(pool, id, statementOptions(options))), "dead"),
@@ -37,4 +51,13 @@ export const jobsCommand = (program: Command): void => {
     async (id: string, options: DatabaseOptions) =>
       report("cancelled", id, await withPool(options, (pool) => cancelJob(pool, id, statementOptions(options))), "pending or processing"),
   );
+};
+
+/** One line per job: id, task, status, attempts, when it runs (or ran), and its last error. */
+export const formatJobList = (jobs: Job[]): string => {
+  if (jobs.length === 0) return "(no jobs)\n";
+  const header = ["id", "task", "status", "attempts", "run at", "last error"];
+  const rows = jobs.map((j) => [j.id, j.type, j.status, j.maxAttempts === null ? String(j.attempts) : `${j.attempts}/${j.maxAttempts}`, new Date(j.runAt).toISOString(), (j.lastError ?? "").split("\n")[0]!.slice(0, 80)]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  return `${[header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n")}\n`;
 };

@@ -2,9 +2,10 @@
 // The `picket` command. Each subcommand lives in its own module; this file wires them up and
 // turns picket's errors into a one-line message and a non-zero exit code.
 import { Command, CommanderError } from "commander";
-import { PicketError } from "../db/index.ts";
 import { demoCommand } from "./demo.ts";
 import { enqueueCommand } from "./enqueue.ts";
+import { PICKET_VERSION } from "../runtime/version.ts";
+import { cliErrorMessage } from "./error-message.ts";
 import { jobsCommand } from "./jobs.ts";
 import { machinesCommand } from "./machines.ts";
 import { dashboardCommand } from "./dashboard.ts";
@@ -16,6 +17,7 @@ import { workerCommand } from "./worker.ts";
 const program = new Command()
   .name("picket")
   .description("PostgreSQL job queue and worker supervisor")
+  .version(PICKET_VERSION, "-V, --version", "print picket's version")
   .showHelpAfterError("(run with --help for usage)")
   .exitOverride();
 
@@ -33,7 +35,6 @@ try {
   await program.parseAsync(process.argv);
 } catch (error) {
   if (error instanceof CommanderError) process.exit(error.exitCode);
-  const message = error instanceof PicketError ? error.message : error instanceof Error ? `picket: ${error.message}` : String(error);
-  process.stderr.write(`${message}\n`);
+  process.stderr.write(`${cliErrorMessage(error)}\n`);
   process.exit(1);
 }

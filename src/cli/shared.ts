@@ -1,7 +1,7 @@
 // Options every command shares, and running a command against a pool it opens and closes.
 import type { Command } from "commander";
 import type pg from "pg";
-import { checkSchemaName, openPool, type StatementOptions } from "../db/index.ts";
+import { checkSchemaName, isMissingPicketSchema, openPool, SchemaNotSetUpError, type StatementOptions } from "../db/index.ts";
 import { resolveDatabase, type ResolvedDatabase } from "./database.ts";
 
 export interface DatabaseOptions {
@@ -42,6 +42,10 @@ export const withPool = async <T>(
     });
     try {
       return await run(pool, database);
+    } catch (error) {
+      // A database nobody migrated: say so, and what to do, rather than pass on PostgreSQL's words.
+      if (isMissingPicketSchema(error, options.schema)) throw new SchemaNotSetUpError(options.schema, { cause: error });
+      throw error;
     } finally {
       await pool.end();
     }
@@ -54,5 +58,12 @@ export const withPool = async <T>(
 export const integerOption = (name: string, min = 0) => (value: string): number => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be an integer ≥ ${min} (got "${value}")`);
+  return n;
+};
+
+/** Parses a TCP port (1–65535), so that a typo such as 99999 is refused before anything starts. */
+export const portOption = (name: string) => (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 65_535) throw new Error(`${name} must be a port number from 1 to 65535 (got "${value}")`);
   return n;
 };

@@ -2,7 +2,7 @@ import type { Command } from "commander";
 import { createLogger } from "../runtime/logger.ts";
 import { createSupervisor } from "../runtime/supervisor.ts";
 import { resolveDatabase } from "./database.ts";
-import { integerOption, withDatabaseOptions, type DatabaseOptions } from "./shared.ts";
+import { integerOption, portOption, withDatabaseOptions, type DatabaseOptions } from "./shared.ts";
 import { attachToParent, runWorkerProcesses } from "../runtime/worker-processes.ts";
 import { onShutdownSignals } from "./signals.ts";
 import { loadTasksModule } from "./tasks-module.ts";
@@ -27,7 +27,7 @@ export const workerCommand = (program: Command): void => {
       .option("--concurrency <n>", "most jobs running at once (per process)", integerOption("--concurrency", 1))
       .option("--processes <n>", "run n worker processes (a core each) under this one, which restarts one that dies and drains them all on one signal", integerOption("--processes", 1))
       .option("--drain-timeout <ms>", "how long running jobs may finish after a stop signal", integerOption("--drain-timeout"))
-      .option("--health-port <port>", "serve /health, /ready and /metrics (Prometheus) on this port", integerOption("--health-port"))
+      .option("--health-port <port>", "serve /health, /ready and /metrics (Prometheus) on this port", portOption("--health-port"))
       .option("--listen-url <url>", "a direct connection to PostgreSQL for LISTEN, when --database-url goes through PgBouncer")
       .option("--migrate", "apply migrations before starting (always done for the embedded server)")
       .option("--pretty", "human-readable logs instead of JSON"),

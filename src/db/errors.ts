@@ -39,6 +39,24 @@ export class StatementTimeoutError extends PicketError {
   override readonly name = "StatementTimeoutError";
 }
 
+/**
+ * picket's tables are missing from the schema in use: nobody ran the migrations there (or the
+ * schema name is wrong). Raised once at start, and by commands for 42P01 on picket's tables.
+ */
+export class SchemaNotSetUpError extends PicketError {
+  override readonly name = "SchemaNotSetUpError";
+  readonly schema: string;
+  constructor(schema: string, options?: ErrorOptions) {
+    super(
+      schema === "picket"
+        ? "picket: the picket schema is not set up in this database: run `picket migrate` (or pass migrate: true)"
+        : `picket: the picket schema "${schema}" is not set up in this database: run \`picket migrate --schema ${schema}\` (or pass migrate: true)`,
+      options,
+    );
+    this.schema = schema;
+  }
+}
+
 interface PgLikeError {
   code?: string;
   message?: string;
@@ -107,3 +125,14 @@ export const isUniqueViolation = (error: unknown): boolean => asPgError(error).c
 /** 08P01 with PgBouncer's wording: the server refused a startup parameter picket sent. */
 export const isUnsupportedStartupParameter = (error: unknown): boolean =>
   /unsupported startup parameter/i.test(asPgError(error).message ?? "");
+
+/**
+ * 42P01 (undefined_table) or 3F000 (invalid_schema_name) naming one of picket's relations in
+ * `schema`: the statement met a database whose picket tables were never created.
+ */
+export const isMissingPicketSchema = (error: unknown, schema: string): boolean => {
+  const { code, message = "" } = asPgError(error);
+  if (code === "42P01") return message.includes(`"${schema}.`);
+  if (code === "3F000") return message.includes(`"${schema}"`);
+  return false;
+};

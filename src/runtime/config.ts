@@ -129,6 +129,14 @@ const int = (name: string, value: unknown, fallback: number, min: number): numbe
   return v;
 };
 
+/** A TCP port: 0 (any free one) to 65535; a larger number would fail only inside the health server. */
+const port = (name: string, value: unknown): number => {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value > 65_535) {
+    throw new InvalidConfigError(`picket: ${name} must be a port number from 0 to 65535 (got ${String(value)}).`);
+  }
+  return value;
+};
+
 const resolveQueues = (queues: SupervisorOptions["queues"]): Record<string, { concurrency: number }> => {
   if (queues === undefined) return {};
   if (typeof queues !== "object" || queues === null || Array.isArray(queues)) {
@@ -198,7 +206,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     schedules,
     health: options.health
       ? {
-          port: int("health.port", options.health.port, 0, 0),
+          port: port("health.port", options.health.port ?? 0),
           host: options.health.host ?? "0.0.0.0",
           stalePollMs: int("health.stalePollMs", options.health.stalePollMs, Math.max(30_000, pollIntervalMs * 10), 1),
         }

@@ -22,6 +22,7 @@ import { writeOutcome } from "./db-write.ts";
 import { logAttempt } from "./attempt-log.ts";
 import { WorkerMetrics } from "./metrics.ts";
 import { jobLogger, type Logger } from "./logger.ts";
+import { reportOverrun } from "./overrun.ts";
 import { runHandler } from "./run-handler.ts";
 import { stepsFor } from "./steps.ts";
 import { checkPayload, type HandlerContext, type Task } from "./task.ts";
@@ -155,11 +156,15 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
         const task = deps.taskFor(input.job.type);
         if (task !== undefined) await checkPayload(task, input.job.payload);
       }),
-      runHandler: fromPromise<unknown, { job: ClaimedJob }>(({ input, signal }) =>
-        !deps.leaseProvable(input.job)
-          ? lapsed(input.job)
-          : runHandler(deps.taskFor(input.job.type)!, input.job.payload, handlerContext(input.job, signal), () => deps.handlerSettled(input.job)),
-      ),
+      runHandler: fromPromise<unknown, { job: ClaimedJob }>(({ input, signal }) => {
+        if (!deps.leaseProvable(input.job)) return lapsed(input.job);
+        const task = deps.taskFor(input.job.type)!;
+        const startedAt = performance.now();
+        return runHandler(task, input.job.payload, handlerContext(input.job, signal), () => {
+          deps.handlerSettled(input.job);
+          reportOverrun(task, input.job, startedAt, performance.now(), signal, () => log(input.job));
+        });
+      }),
       writeCompletion: write(({ job, result }, signal) => complete({ ...claimOf(job), result }, signal)),
       writeFailure: write(({ job, error }, signal) => fail({ ...claimOf(job), error: errorText(error), stack: error?.stack }, signal)),
       writeDeadLetter: write(async ({ job, error }, signal) => (await metrics.timed("dead_letter", () => deadLetterJobs(db, [{ ...claimOf(job), error: errorText(error), stack: error?.stack }], { ...options, signal })))[0]!),

@@ -8,6 +8,8 @@ export interface LoggerOptions {
   level?: string;
   /** Human-readable lines instead of JSON (pino-pretty); default false. */
   pretty?: boolean;
+  /** With pretty: colour the lines; default only when stdout is a terminal and NO_COLOR is not set. */
+  colorize?: boolean;
   /** Where JSON lines go; default stdout. Tests pass a stream. */
   destination?: pino.DestinationStream;
 }
@@ -25,7 +27,10 @@ export const createLogger = (options: LoggerOptions = {}): Logger => {
         : error,
   };
   if (options.pretty) {
-    return pino({ level, base, serializers }, pino.transport({ target: "pino-pretty", options: { colorize: true, ignore: "pid,hostname" } }));
+    // Colour only for a terminal: piped into a file or `grep`, escape codes are noise (NO_COLOR,
+    // https://no-color.org, turns it off on a terminal too).
+    const colorize = options.colorize ?? (process.stdout.isTTY === true && !process.env.NO_COLOR);
+    return pino({ level, base, serializers }, pino.transport({ target: "pino-pretty", options: { colorize, ignore: "pid,hostname" } }));
   }
   return options.destination ? pino({ level, base, serializers }, options.destination) : pino({ level, base, serializers });
 };

@@ -15,7 +15,10 @@ import {
   endPool,
   giveBackUnreturnedClaims,
   migrate,
+  InvalidConfigError,
   openPool,
+  PicketError,
+  requirePicketSchema,
   beat,
   probeConnection,
   queueDepth,
@@ -183,6 +186,10 @@ export class Supervisor {
 
   /** Connects (and migrates, when asked), then starts polling. Resolves once running. */
   start(): Promise<void> {
+    // A supervisor runs once: stop() ends its pool, its timers and its machine for good. Starting
+    // after it (even a stop() that came before any start()) would log "worker started" and then
+    // claim nothing, since claiming stopped with the drain.
+    if (this.stopping) throw new PicketError("picket: a stopped supervisor cannot be started again; create a new one");
     if (this.starting) throw new Error("picket: this supervisor was already started; create a new one to start again.");
     this.starting = this.startOnce();
     return this.starting;
@@ -197,6 +204,7 @@ export class Supervisor {
       statementTimeoutMs: this.config.statementTimeoutMs,
     }));
     if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
+    else await this.requireSchema();
     const inspect = this.options.inspect && inspectorFor(this.options.inspect, this.config.logPayloads);
     let jobParent: AnyActorRef | undefined;
     const pool = this.pool;
@@ -255,18 +263,75 @@ export class Supervisor {
     });
     this.actor.subscribe({ error: (error) => this.logger.fatal({ err: error }, "supervisor machine failed") });
     const health = this.config.health;
-    if (health) {
-      this.healthFiber = Effect.runFork(
-        startHealthServer(health, () => this.health(), this.metrics.registry, this.logger, (server) => (this.healthServer = server)).pipe(
-          Effect.tapCause((cause) =>
-            Effect.sync(() => this.logger.error({ cause: String(cause), port: health.port }, "health server failed; the worker runs on without it")),
-          ),
-        ),
-      );
-    }
+    if (health) await this.startHealth(health);
     this.stopStallWatch = watchEventLoop(STALL_TICK_MS, STALL_MIN_MS, (stalledMs) => this.held.reportStall(stalledMs, performance.now()));
     this.actor.start();
     this.logger.info({ tasks: [...this.tasks.keys()], concurrency: this.config.concurrency }, "worker started");
+  }
+
+  /**
+   * Starts the health server and waits until it listens. An orchestrator probing a port nobody
+   * listens on restarts the worker forever, or, without probes, a dead health server goes
+   * unnoticed: so a port that is taken (or not allowed) fails start(), naming it, after closing
+   * what start() opened. Should the server fail later, the worker runs on and logs it.
+   */
+  private async startHealth(health: { port: number; host: string }): Promise<void> {
+    let failed: (error: unknown) => void = () => undefined;
+    const listening = new Promise<void>((resolve, reject) => {
+      failed = reject;
+      this.healthFiber = Effect.runFork(
+        startHealthServer(health, () => this.health(), this.metrics.registry, this.logger, (server) => {
+          this.healthServer = server;
+          server.once("listening", () => resolve());
+          server.once("error", reject);
+        }).pipe(
+          Effect.tapCause((cause) =>
+            Effect.sync(() => {
+              failed(cause);
+              this.logger.error({ cause: String(cause), port: health.port }, "health server failed; the worker runs on without it");
+            }),
+          ),
+        ),
+      );
+    });
+    try {
+      await listening;
+    } catch (error) {
+      const fiber = this.healthFiber!;
+      this.healthFiber = undefined;
+      this.healthServer = undefined;
+      this.actor = undefined; // never started: stop() has no machine to drain
+      await Effect.runPromise(Fiber.interrupt(fiber));
+      if (this.pool && !this.options.pool) {
+        const pool = this.pool;
+        this.pool = undefined;
+        await pool.end().catch(() => undefined);
+      }
+      const reason = (error as { code?: string }).code ?? (error instanceof Error ? error.message : "it could not listen");
+      throw new InvalidConfigError(
+        `picket: the health server cannot listen on ${health.host}:${health.port} (${reason}): ` +
+          (reason === "EADDRINUSE" ? "another process holds that port: choose another health port, or stop that process." : "choose another health port."),
+        { cause: error },
+      );
+    }
+  }
+
+  /**
+   * Without migrate: true, one look that picket's tables exist before anything polls: else start()
+   * would resolve and every poll fail with `relation "picket.jobs" does not exist`. picket's own
+   * pool is closed first, so a failed start() leaves nothing open.
+   */
+  private async requireSchema(): Promise<void> {
+    const pool = this.pool!;
+    try {
+      await requirePicketSchema(pool, this.statements);
+    } catch (error) {
+      if (!this.options.pool) {
+        this.pool = undefined; // a stop() after the failed start() must not end it twice
+        await pool.end().catch(() => undefined);
+      }
+      throw error;
+    }
   }
 
   /**

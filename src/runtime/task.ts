@@ -1,4 +1,5 @@
 // What a user defines: a task's name, its handler and its options, checked once at definition.
+import { isAbsolute } from "node:path";
 import { Effect, Schema } from "effect";
 import { checkSchedule, checkTaskLimits, checkTaskName, InvalidConfigError, type CheckedSchedule, type JobId, type ScheduleOptions } from "../db/index.ts";
 import type { Logger } from "./logger.ts";
@@ -155,6 +156,30 @@ const limits = (name: string, definition: TaskDefinition<any, any>): Pick<Task, 
 /** Whether the database limits the task across workers: its jobs are claimed by the slow claim. */
 export const isLimited = (task: Task<any, any>): boolean => task.clusterConcurrency !== undefined || task.rateLimit !== undefined;
 
+/**
+ * The worker thread imports `isolate.module` from picket's own folder, so a relative path there
+ * names a file beside picket, not beside the task: the job would go dead at its first run. A
+ * relative path is refused when the task is defined rather than guessed at: the caller's file
+ * cannot be known reliably (a stack trace names the module that called defineTask, which may be
+ * a helper of the user's, or a bundle), while `import.meta.url` says it exactly.
+ */
+const checkIsolateModule = (name: string, isolate: Isolation): void => {
+  const module = (isolate as Partial<Isolation> | null)?.module;
+  if (module instanceof URL) return;
+  if (typeof module !== "string" || module === "") {
+    throw new InvalidConfigError(
+      `picket: task "${name}": isolate.module must name the module that exports the handler: new URL("./handler.ts", import.meta.url) or an absolute path (got ${String(module)}).`,
+    );
+  }
+  const url = /^[a-z][a-z0-9+.-]*:/i.test(module); // file:, data:, node: ...
+  if (!url && !isAbsolute(module) && (/^\.\.?([/\\]|$)/.test(module) || /\.[cm]?[jt]s$/.test(module))) {
+    throw new InvalidConfigError(
+      `picket: task "${name}": isolate.module ${JSON.stringify(module)} is a relative path, which the worker thread would resolve against picket's own folder. ` +
+        `Pass new URL(${JSON.stringify(module.startsWith(".") ? module : `./${module}`)}, import.meta.url) or an absolute path.`,
+    );
+  }
+};
+
 /** Checks a task definition once, so a typo fails at start-up, not at the first job. */
 export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<P, R>): Task<P, R> => {
   let name: string;
@@ -169,6 +194,7 @@ export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<
   if (definition.handler !== undefined && typeof definition.handler !== "function") {
     throw new InvalidConfigError(`picket: task "${name}": handler must be a function (got ${typeof definition.handler}).`);
   }
+  if (definition.isolate !== undefined) checkIsolateModule(name, definition.isolate);
   const schema = definition.schema;
   if (schema !== undefined && !Schema.isSchema(schema) && typeof (schema as StandardSchema)["~standard"]?.validate !== "function") {
     throw new InvalidConfigError(`picket: task "${name}": schema must be an Effect Schema or a Standard Schema validator (zod, valibot, ...).`);
