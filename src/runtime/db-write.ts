@@ -19,12 +19,13 @@ class RowBusy {
 const retrySpacing = Schedule.min([Schedule.exponential("5 millis", 2), Schedule.spaced("1 second")]).pipe(Schedule.jittered);
 
 /**
- * Runs `run` until it reports applied or fenced. A non-transient error (a value the database
- * refuses, a trigger that raises) fails the Effect: the machine leaves the job to the sweep.
+ * Runs `run` until it reports something other than busy (applied or fenced, for an outcome; a
+ * step's record too). A non-transient error (a value the database refuses, a trigger that raises)
+ * fails the Effect: the machine leaves the job to the sweep.
  */
-export const dbWrite = (run: () => Promise<FencedResult>): Effect.Effect<FencedResult, unknown> =>
+export const dbWrite = <R extends { outcome: string }>(run: () => Promise<R>): Effect.Effect<Exclude<R, { outcome: "busy" }>, unknown> =>
   Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
-    Effect.flatMap((result) => (result.outcome === "busy" ? Effect.fail(new RowBusy()) : Effect.succeed(result))),
+    Effect.flatMap((result) => (result.outcome === "busy" ? Effect.fail(new RowBusy()) : Effect.succeed(result as Exclude<R, { outcome: "busy" }>))),
     Effect.retry({ schedule: retrySpacing, while: (error) => error instanceof RowBusy || isTransientDbError(error) }),
   );
 

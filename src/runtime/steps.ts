@@ -1,7 +1,8 @@
 // ctx.step(name, fn): a named piece of a handler whose result is recorded under the job's claim,
 // so that a later attempt of the same job gets the result back instead of running fn again.
-import { Effect, Schedule } from "effect";
-import { checkStepName, isTransientDbError, jobSteps, recordStep, type ClaimedJob, type Queryable, type StatementOptions } from "../db/index.ts";
+import { Effect } from "effect";
+import { checkStepName, jobSteps, recordStep, type ClaimedJob, type Queryable, type StatementOptions } from "../db/index.ts";
+import { dbWrite } from "./db-write.ts";
 
 /** A step's result could not be recorded because the run no longer holds the job. */
 export class StepFencedError extends Error {
@@ -19,15 +20,6 @@ export interface StepDeps {
   cancelled: (job: ClaimedJob) => void;
 }
 
-/** The job's row was locked by another session when the step came: it is tried again. */
-class RowBusy {
-  readonly _tag = "RowBusy";
-}
-
-// A transient error (a restart, a dropped connection, a statement past its bound) or a row another
-// session holds is retried while the handler may run: the step's work is done, and losing its
-// record would mean doing it again.
-const retrySpacing = Schedule.min([Schedule.exponential("20 millis", 2), Schedule.spaced("1 second")]).pipe(Schedule.jittered);
 
 /** The `step` function of one run's handler context. */
 export const stepsFor = (deps: StepDeps, job: ClaimedJob, signal: AbortSignal) => {
@@ -36,15 +28,12 @@ export const stepsFor = (deps: StepDeps, job: ClaimedJob, signal: AbortSignal) =
   // A name asked for twice in one run (even concurrently) runs its function once.
   const started = new Map<string, Promise<unknown>>();
 
+  // A transient error (a restart, a dropped connection, a statement past its bound) or a row another
+  // session holds is retried, as an outcome write is, while the handler may run: the step's work is
+  // done, and losing its record would mean doing it again.
   const record = (name: string, result: unknown) =>
     Effect.runPromise(
-      Effect.tryPromise({
-        try: () => recordStep(deps.db, { id: job.id, token: job.claimToken }, { name, result, attempt: job.attempts }, deps.statements),
-        catch: (error) => error,
-      }).pipe(
-        Effect.flatMap((write) => (write.outcome === "busy" ? Effect.fail(new RowBusy()) : Effect.succeed(write))),
-        Effect.retry({ schedule: retrySpacing, while: (error) => error instanceof RowBusy || isTransientDbError(error) }),
-      ),
+      dbWrite(() => recordStep(deps.db, { id: job.id, token: job.claimToken }, { name, result, attempt: job.attempts }, deps.statements)),
       { signal },
     );
 
