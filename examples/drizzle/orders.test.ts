@@ -1,6 +1,7 @@
 // The Drizzle recipe, tested against a real PostgreSQL: the order and its job commit together, and
 // anything that throws in the transaction (after the enqueue, or picket refusing the job) leaves
 // neither.
+import { sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { enqueueJob, InvalidJobError } from "../../src/index.ts";
@@ -71,4 +72,25 @@ it("the job picket returns is parsed as from a pg pool: Dates, array parameters,
   expect(job.runAt.getTime()).toBe(runAt.getTime());
   expect(job.createdAt).toBeInstanceOf(Date);
   await expectEnqueued(test.pool, { type: "note", payload: { text: "$1 [1, 2]" }, count: 1 });
+});
+
+it("a dedupe mode (ten parameters, $10 included) goes through the adapter too", async () => {
+  const db = drizzle({ client: test.pool });
+  const first = await db.transaction((tx) => enqueueJob(drizzleQueryable(tx), { type: "reindex", key: "reindex:7", payload: { rev: 1 }, delayMs: 60_000, dedupe: "replace" }));
+  const second = await db.transaction((tx) => enqueueJob(drizzleQueryable(tx), { type: "reindex", key: "reindex:7", payload: { rev: 2 }, delayMs: 60_000, queue: "docs", dedupe: "replace" }));
+  expect(second.id).toBe(first.id);
+  expect(second).toMatchObject({ payload: { rev: 2 }, queue: "docs" });
+});
+
+it("add_job through Drizzle's sql template commits and rolls back with the transaction (no task checks)", async () => {
+  const db = drizzle({ client: test.pool });
+  await db.transaction((tx) => tx.execute(sql`SELECT picket.add_job(${"audit"}, ${JSON.stringify({ sku: "SKU-9" })}::jsonb, job_key => ${"audit:9"})`));
+  await expect(
+    db.transaction(async (tx) => {
+      await tx.execute(sql`SELECT picket.add_job(${"audit"}, ${JSON.stringify({ sku: "SKU-10" })}::jsonb)`);
+      throw new OutOfStockError("after add_job");
+    }),
+  ).rejects.toBeInstanceOf(OutOfStockError);
+  await expectEnqueued(test.pool, { type: "audit", payload: { sku: "SKU-9" }, count: 1 });
+  expect(await count("jobs", "SKU-10")).toBe(0);
 });

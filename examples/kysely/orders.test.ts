@@ -1,7 +1,7 @@
 // The Kysely recipe, tested against a real PostgreSQL: the order and its job commit together, and
 // anything that throws in the transaction (after the enqueue, or picket refusing the job) leaves
 // neither.
-import { CamelCasePlugin, Kysely, ParseJSONResultsPlugin, PostgresDialect } from "kysely";
+import { CamelCasePlugin, Kysely, ParseJSONResultsPlugin, PostgresDialect, sql } from "kysely";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { enqueueJob, InvalidJobError } from "../../src/index.ts";
 import { expectEnqueued, runUntilIdle, useTestDatabase } from "../../src/testing/index.ts";
@@ -71,4 +71,17 @@ it("the app's Kysely plugins do not rewrite the job picket returns", async () =>
   expect(job.payload).toEqual({ text: "[1, 2]", in_snake: true });
   expect(job.runAt).toBeInstanceOf(Date);
   await expectEnqueued(test.pool, { type: "note", payload: { text: "[1, 2]" }, count: 1 });
+});
+
+it("add_job through Kysely's sql template commits and rolls back with the transaction (no task checks)", async () => {
+  const db = kysely();
+  await db.transaction().execute((trx) => sql`SELECT picket.add_job(${"audit"}, ${JSON.stringify({ sku: "SKU-9" })}::jsonb, job_key => ${"audit:9"})`.execute(trx));
+  await expect(
+    db.transaction().execute(async (trx) => {
+      await sql`SELECT picket.add_job(${"audit"}, ${JSON.stringify({ sku: "SKU-10" })}::jsonb)`.execute(trx);
+      throw new OutOfStockError("after add_job");
+    }),
+  ).rejects.toBeInstanceOf(OutOfStockError);
+  await expectEnqueued(test.pool, { type: "audit", payload: { sku: "SKU-9" }, count: 1 });
+  expect(await count("jobs", "SKU-10")).toBe(0);
 });
