@@ -3,7 +3,7 @@
 // neither.
 import { CamelCasePlugin, Kysely, ParseJSONResultsPlugin, PostgresDialect, sql } from "kysely";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { enqueueJob, InvalidJobError } from "../../src/index.ts";
+import { enqueueJob, InvalidJobError, StatementTimeoutError } from "../../src/index.ts";
 import { expectEnqueued, runUntilIdle, useTestDatabase } from "../../src/testing/index.ts";
 import { createShop, type Database, orderTables, OutOfStockError } from "./orders.ts";
 import { kyselyQueryable } from "./queryable.ts";
@@ -84,4 +84,35 @@ it("add_job through Kysely's sql template commits and rolls back with the transa
   ).rejects.toBeInstanceOf(OutOfStockError);
   await expectEnqueued(test.pool, { type: "audit", payload: { sku: "SKU-9" }, count: 1 });
   expect(await count("jobs", "SKU-10")).toBe(0);
+});
+
+it("picket's time bound fails an enqueue stuck on a lock, but cannot cancel it: the rollback waits for the lock", async () => {
+  const db = kysely();
+  // Another transaction holds the dedupe key, uncommitted: an enqueue of the same key waits for it.
+  const holder = await test.connect();
+  await holder.query("BEGIN");
+  await enqueueJob(holder, { type: "audit", key: "audit:held", payload: { by: "holder" } });
+
+  let failure: unknown;
+  const placed = db.transaction().execute(async (trx) => {
+    await trx.insertInto("orders").values({ sku: "SKU-11", qty: 1 }).execute();
+    try {
+      await enqueueJob(kyselyQueryable(trx), { type: "audit", key: "audit:held", payload: { by: "kysely" } }, { timeoutMs: 200 });
+    } catch (error) {
+      failure = error;
+      throw error;
+    }
+  });
+  const settled = placed.then(() => "committed", () => "rolled back");
+  // The bound fires while the holder still holds the key (no cancel reaches the server, so the
+  // error comes once picket stops waiting for one, ~2 s later).
+  await expect.poll(() => failure, { timeout: 10_000, interval: 50 }).toBeInstanceOf(StatementTimeoutError);
+  // The statement is still waiting on the server, and Kysely's ROLLBACK queues behind it.
+  const waiting = await test.pool.query("SELECT query FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+  expect(waiting.rows.map((r) => r.query)).toEqual([expect.stringContaining("INSERT INTO picket.jobs")]);
+  await holder.query("ROLLBACK");
+  await holder.end();
+  expect(await settled).toBe("rolled back");
+  expect(await count("orders", "SKU-11")).toBe(0);
+  expect((await test.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE key = 'audit:held'")).rows[0].n).toBe(0);
 });
