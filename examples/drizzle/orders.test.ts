@@ -4,10 +4,9 @@
 import { sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { enqueueJob, InvalidJobError } from "../../src/index.ts";
+import { enqueueJob, InvalidJobError, StatementTimeoutError } from "../../src/index.ts";
 import { expectEnqueued, runUntilIdle, useTestDatabase } from "../../src/testing/index.ts";
 import { createShop, orderTables, OutOfStockError } from "./orders.ts";
-import { drizzleQueryable } from "./queryable.ts";
 
 const test = useTestDatabase({ beforeAll, afterAll }, { prepare: (created) => created.pool.query(orderTables) });
 
@@ -62,24 +61,29 @@ it("a job picket refuses (its payload fails the task's schema) rolls back the or
   expect((await test.pool.query("SELECT available FROM stock WHERE sku = 'bad sku'")).rows[0].available).toBe(5);
 });
 
-it("the job picket returns is parsed as from a pg pool: Dates, array parameters, a payload as given", async () => {
-  const db = drizzle({ client: test.pool });
-  const runAt = new Date(Date.now() + 60_000);
-  // A batch: each column goes to picket as one array parameter ($1::text[], $2::jsonb[], ...).
-  const job = await db.transaction((tx) => enqueueJob(drizzleQueryable(tx), { type: "note", payload: { text: "$1 [1, 2]" }, runAt }));
-  expect(job.payload).toEqual({ text: "$1 [1, 2]" });
-  expect(job.runAt).toBeInstanceOf(Date);
-  expect(job.runAt.getTime()).toBe(runAt.getTime());
-  expect(job.createdAt).toBeInstanceOf(Date);
-  await expectEnqueued(test.pool, { type: "note", payload: { text: "$1 [1, 2]" }, count: 1 });
-});
+it("picket's time bound cancels an enqueue stuck on a lock on the server, and the transaction rolls back", async () => {
+  // Another transaction holds the dedupe key, uncommitted: an enqueue of the same key waits for it.
+  const holder = await test.connect();
+  await holder.query("BEGIN");
+  await enqueueJob(holder, { type: "audit", key: "audit:held", payload: { by: "holder" } });
 
-it("a dedupe mode (ten parameters, $10 included) goes through the adapter too", async () => {
-  const db = drizzle({ client: test.pool });
-  const first = await db.transaction((tx) => enqueueJob(drizzleQueryable(tx), { type: "reindex", key: "reindex:7", payload: { rev: 1 }, delayMs: 60_000, dedupe: "replace" }));
-  const second = await db.transaction((tx) => enqueueJob(drizzleQueryable(tx), { type: "reindex", key: "reindex:7", payload: { rev: 2 }, delayMs: 60_000, queue: "docs", dedupe: "replace" }));
-  expect(second.id).toBe(first.id);
-  expect(second).toMatchObject({ payload: { rev: 2 }, queue: "docs" });
+  // The recipe's shape: picket is handed the client the Drizzle transaction runs on, so it can
+  // cancel its own statement there when the bound passes.
+  const client = await test.pool.connect();
+  const placed = drizzle({ client })
+    .transaction(async (tx) => {
+      await tx.execute(sql`INSERT INTO orders (sku, qty) VALUES ('SKU-11', 1)`);
+      await enqueueJob(client, { type: "audit", key: "audit:held", payload: { by: "drizzle" } }, { timeoutMs: 200 });
+    })
+    .finally(() => client.release());
+  await expect(placed).rejects.toBeInstanceOf(StatementTimeoutError);
+  // Nothing waits on the lock any more: the statement was cancelled on the server, not abandoned.
+  const waiting = await test.pool.query("SELECT query FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+  expect(waiting.rows).toEqual([]);
+  await holder.query("ROLLBACK");
+  await holder.end();
+  expect(await count("orders", "SKU-11")).toBe(0);
+  expect((await test.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE key = 'audit:held'")).rows[0].n).toBe(0);
 });
 
 it("add_job through Drizzle's sql template commits and rolls back with the transaction (no task checks)", async () => {

@@ -2,12 +2,11 @@
 // is saved, its fulfilment enqueued and its stock reserved, all three or none. In an app this file
 // imports from "picket".
 import { and, eq, gte, sql } from "drizzle-orm";
-import type { NodePgDatabase } from "drizzle-orm/node-postgres";
+import { drizzle, type NodePgDatabase } from "drizzle-orm/node-postgres";
 import { integer, pgTable, serial, text } from "drizzle-orm/pg-core";
 import { Schema } from "effect";
 import type pg from "pg";
 import { createQueue, defineTask } from "../../src/index.ts";
-import { drizzleQueryable } from "./queryable.ts";
 
 export const orders = pgTable("orders", {
   id: serial("id").primaryKey(),
@@ -50,19 +49,30 @@ export const createShop = (db: NodePgDatabase, pool: pg.Pool) => {
    * Saves the order, enqueues its fulfilment and reserves its stock in ONE Drizzle transaction. If
    * anything throws (picket refusing the job, the stock running short), Drizzle rolls back and
    * neither the order nor the job exists; once the transaction commits, both do.
+   *
+   * The recipe: check out a pg client and run the Drizzle transaction on it (drizzle-orm's
+   * node-postgres driver keeps a transaction on the client it is given), then hand picket that same
+   * client. No adapter: picket writes with pg as on its own pool, and can cancel its statement on the
+   * server when it passes picket's time bound, since it holds the connection.
    */
-  const placeOrder = (order: { sku: string; qty: number }) =>
-    db.transaction(async (tx) => {
-      const [{ id }] = (await tx.insert(orders).values(order).returning({ id: orders.id })) as [{ id: number }];
-      const job = await queue.enqueue(fulfil, { orderId: id, sku: order.sku }, { client: drizzleQueryable(tx), key: `fulfil-order:${id}` });
-      const reserved = await tx
-        .update(stock)
-        .set({ available: sql`${stock.available} - ${order.qty}` })
-        .where(and(eq(stock.sku, order.sku), gte(stock.available, order.qty)))
-        .returning({ sku: stock.sku });
-      if (reserved.length === 0) throw new OutOfStockError(`fewer than ${order.qty} of ${order.sku} in stock`);
-      return { orderId: id, jobId: job.id };
-    });
+  const placeOrder = async (order: { sku: string; qty: number }) => {
+    const client = await pool.connect();
+    try {
+      return await drizzle({ client }).transaction(async (tx) => {
+        const [{ id }] = (await tx.insert(orders).values(order).returning({ id: orders.id })) as [{ id: number }];
+        const job = await queue.enqueue(fulfil, { orderId: id, sku: order.sku }, { client, key: `fulfil-order:${id}` });
+        const reserved = await tx
+          .update(stock)
+          .set({ available: sql`${stock.available} - ${order.qty}` })
+          .where(and(eq(stock.sku, order.sku), gte(stock.available, order.qty)))
+          .returning({ sku: stock.sku });
+        if (reserved.length === 0) throw new OutOfStockError(`fewer than ${order.qty} of ${order.sku} in stock`);
+        return { orderId: id, jobId: job.id };
+      });
+    } finally {
+      client.release();
+    }
+  };
 
   return { tasks: [fulfil], queue, placeOrder };
 };
