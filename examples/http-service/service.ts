@@ -340,8 +340,19 @@ const main = async (): Promise<void> => {
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
 
-  await pool.query(serviceTables);
-  const address = await service.listen(Number(process.env.PORT ?? 3000), process.env.HOST ?? "127.0.0.1");
+  let address: AddressInfo;
+  try {
+    await pool.query(serviceTables);
+    address = await service.listen(Number(process.env.PORT ?? 3000), process.env.HOST ?? "127.0.0.1");
+  } catch (error) {
+    // A port in use, a database that refuses: say so, and leave nothing running behind.
+    logger.error({ err: error }, "the service could not start");
+    await service.shutdown().catch(() => undefined);
+    poolEnded = true;
+    await pool.end().catch(() => undefined);
+    await embedded?.stop();
+    process.exit(1);
+  }
   // On stdout as one plain line, for people and for the test that starts this as a process.
   process.stdout.write(`listening on http://${address.address}:${address.port}\n`);
 
