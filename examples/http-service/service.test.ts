@@ -2,6 +2,7 @@
 // createService (the sign-up's transaction, /health, /metrics), and as the service is deployed, a
 // child process of its own sent SIGTERM (the drain, the exit).
 import { spawn, type ChildProcess } from "node:child_process";
+import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../src/index.ts";
@@ -138,7 +139,7 @@ describe("in this process (createService)", () => {
     expect(after.text).toContain("# TYPE http_service_signups_total counter");
   });
 
-  // Last in this block: it drains the worker.
+  // Last in this block, with the next: they drain the worker and shut the service down.
   it("GET /health is picket's report: 200 while running, 503 once the worker drains", async () => {
     const running = await fetch(`${base}/health`);
     expect(running.status).toBe(200);
@@ -147,6 +148,30 @@ describe("in this process (createService)", () => {
     const drained = await fetch(`${base}/health`);
     expect(drained.status).toBe(503);
     expect(await drained.json()).toMatchObject({ ready: false, draining: true });
+  });
+
+  it("shutdown lets a request in flight finish, hangs up its kept-alive connection, and refuses new ones", async () => {
+    const socket = connect(Number(new URL(base).port), "127.0.0.1");
+    let response = "";
+    socket.on("data", (chunk: Buffer) => (response += chunk.toString()));
+    const hungUp = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+    const body = JSON.stringify({ email: "in-flight@example.com" });
+    const arrived = new Promise((resolve) => service.server.once("request", resolve));
+    // Half the body now: the request is in flight when the shutdown starts.
+    socket.write(`POST /signups HTTP/1.1\r\nhost: test\r\nconnection: keep-alive\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 10)}`);
+    await arrived;
+    const shutdown = service.shutdown();
+    socket.write(body.slice(10));
+    await hungUp;
+    expect(response).toMatch(/^HTTP\/1\.1 201 /);
+    expect(response).toMatch(/\r\nconnection: close\r\n/i);
+    await shutdown;
+    expect(await usersFor("in-flight@example.com")).toBe(1);
+    const refused = await fetch(`${base}/health`).then(
+      () => "answered",
+      (error: Error) => (error.cause as { code?: string })?.code,
+    );
+    expect(refused).toBe("ECONNREFUSED");
   });
 });
 

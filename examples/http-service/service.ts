@@ -166,12 +166,6 @@ const parseSignup = (body: unknown): string => {
   return trimmed;
 };
 
-const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
-  const text = typeof body === "string" ? body : JSON.stringify(body);
-  res.writeHead(status, { "content-type": typeof body === "string" ? "text/plain; charset=utf-8" : "application/json", ...headers });
-  res.end(text);
-};
-
 export const createService = (options: ServiceOptions): HttpService => {
   const { pool } = options;
   const logger = options.logger ?? createLogger();
@@ -189,6 +183,19 @@ export const createService = (options: ServiceOptions): HttpService => {
     logger,
   });
   const queue = createQueue({ pool, tasks: [welcome] });
+
+  let stopping = false;
+  const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+    const text = typeof body === "string" ? body : JSON.stringify(body);
+    res.writeHead(status, {
+      "content-type": typeof body === "string" ? "text/plain; charset=utf-8" : "application/json",
+      // server.close() waits for every connection, and a kept-alive one answered during the
+      // shutdown would stay open until its idle timeout: answer, then hang up.
+      ...(stopping ? { connection: "close" } : {}),
+      ...headers,
+    });
+    res.end(text);
+  };
 
   /** The user and their welcome job, both committed or neither. */
   const signUp = async (email: string): Promise<{ userId: string; jobId: string } | "duplicate"> => {
@@ -257,10 +264,7 @@ export const createService = (options: ServiceOptions): HttpService => {
     throw new HttpError(404, `no route ${req.method} ${path}: try POST /signups, GET /health, GET /metrics`);
   };
 
-  let stopping = false;
   const server = createServer((req, res) => {
-    // A connection kept alive through the drain would hold server.close(): answer, then hang up.
-    if (stopping) res.setHeader("connection", "close");
     routes(req, res).catch((error: unknown) => {
       if (error instanceof HttpError) return send(res, error.status, { error: error.message });
       logger.error({ err: error, method: req.method, url: req.url }, "request failed");
