@@ -1,5 +1,6 @@
 import path from "node:path";
 import { InvalidConfigError, startEmbeddedPostgres } from "../db/index.ts";
+import { embeddedPostgresLockHeld, findEmbeddedPostgres, type RunningEmbeddedPostgres } from "../db/embedded.ts";
 
 export interface ResolvedDatabase {
   url: string;
@@ -7,6 +8,12 @@ export interface ResolvedDatabase {
   source: "option" | "DATABASE_URL" | "embedded";
   /** The embedded server's data folder. */
   dataDir?: string;
+  /**
+   * The embedded server in ./.picket/pgdata was already running (`picket db start`, or another
+   * picket process that started it for itself): this process only connects to it, and stop()
+   * leaves it running.
+   */
+  shared?: RunningEmbeddedPostgres;
   stop(): Promise<void>;
 }
 
@@ -23,8 +30,51 @@ export const resolveDatabase = async (
 ): Promise<ResolvedDatabase> => {
   const given = givenDatabaseUrl(option);
   if (given) return { ...given, stop: async () => undefined };
-  const server = await startEmbeddedPostgres(embedded.temporary ? {} : { dataDir: LOCAL_DATA_DIR });
-  return { url: server.url, source: "embedded", dataDir: server.dataDir, stop: server.stop };
+  if (embedded.temporary) {
+    const server = await startEmbeddedPostgres({});
+    return { url: server.url, source: "embedded", dataDir: server.dataDir, stop: server.stop };
+  }
+  const running = sharedServer();
+  if (running) return running;
+  try {
+    const server = await startEmbeddedPostgres({ dataDir: LOCAL_DATA_DIR });
+    return { url: server.url, source: "embedded", dataDir: server.dataDir, stop: server.stop };
+  } catch (error) {
+    // Another picket process started the server in the same instant: once it is ready, use it.
+    const deadline = Date.now() + 30_000;
+    while (embeddedPostgresLockHeld(LOCAL_DATA_DIR) && Date.now() < deadline) {
+      const started = sharedServer();
+      if (started) return started;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw error;
+  }
+};
+
+/**
+ * The server already running in ./.picket/pgdata, to connect to: a kept one (`picket db start`)
+ * or one whose starting process still runs. An orphan (its process was SIGKILLed) is not shared:
+ * nobody would stop it, so the next start stops it and starts one of its own.
+ */
+const sharedServer = (): ResolvedDatabase | undefined => {
+  const running = findEmbeddedPostgres(LOCAL_DATA_DIR);
+  if (running === undefined || !running.ownerAlive) return undefined;
+  return { url: running.url, source: "embedded", dataDir: running.dataDir, shared: running, stop: async () => undefined };
+};
+
+/** One line saying which embedded server a command uses, its URL (with the password) and when it stops. */
+export const describeEmbedded = (database: ResolvedDatabase, who: string): string | undefined => {
+  if (database.source !== "embedded") return undefined;
+  const shared = database.shared;
+  if (shared === undefined) {
+    return (
+      `no DATABASE_URL: started the embedded PostgreSQL in .picket/pgdata for this ${who} at ${database.url}; ` +
+      `other picket commands here use it while this ${who} runs, and it stops when this ${who} ends (\`picket db start\` keeps one running)`
+    );
+  }
+  return shared.kept
+    ? `no DATABASE_URL: using the embedded PostgreSQL started by \`picket db start\` at ${database.url} (it runs until \`picket db stop\`)`
+    : `no DATABASE_URL: using the embedded PostgreSQL of picket process ${shared.ownerPid} at ${database.url}; it stops when that process ends (\`picket db start\` keeps one running)`;
 };
 
 /**
