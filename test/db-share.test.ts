@@ -181,4 +181,21 @@ describe("a server a worker started for itself", () => {
     expect(isAlive(server.serverPid)).toBe(false);
     expect(await run("db", "url")).toMatchObject({ code: 1 });
   }, 180_000);
+
+  it("whose worker was SIGKILLed is an orphan: the next command stops it and starts one of its own, which it stops", async () => {
+    const { run, worker, dataDir } = await project();
+    const { handle, running } = worker();
+    await expect.poll(() => handle.output(), { timeout: 60_000, interval: 100 }).toContain("worker started");
+    const orphan = findEmbeddedPostgres(dataDir)!;
+    process.kill(handle.pid, "SIGKILL");
+    await running;
+    // The server runs on (its own process group), with nobody left to stop it.
+    expect(isAlive(orphan.serverPid)).toBe(true);
+    expect(findEmbeddedPostgres(dataDir)).toMatchObject({ serverPid: orphan.serverPid, ownerAlive: false });
+    const stats = await run("stats");
+    expect(stats.code).toBe(0);
+    expect(stats.stderr).toContain("started the embedded PostgreSQL in .picket/pgdata for this command");
+    expect(isAlive(orphan.serverPid)).toBe(false);
+    expect(findEmbeddedPostgres(dataDir)).toBeUndefined();
+  }, 120_000);
 });
