@@ -2,11 +2,13 @@
 // start|url|stop`, and a command that finds the server another picket process runs and connects
 // to it instead of being refused. Real processes, a real server, each test in a project folder
 // of its own so that each has its own .picket/.
+import { execFile, spawn } from "node:child_process";
 import { existsSync, writeFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { findEmbeddedPostgres, isAlive, stopEmbeddedPostgresIn } from "../src/db/embedded.ts";
@@ -14,6 +16,13 @@ import { picket, type Run } from "./support/cli.ts";
 
 const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
 const URL_LINE = /^postgres:\/\/postgres:picket@127\.0\.0\.1:\d+\/postgres\n$/;
+
+/** The user the embedded server runs as: `postgres` when the tests run as root, else this one. */
+const serverUser = async (): Promise<{ uid: number; gid: number } | Record<string, never>> => {
+  if (process.getuid?.() !== 0) return {};
+  const id = async (flag: string) => Number((await promisify(execFile)("id", [flag, "postgres"])).stdout.trim());
+  return { uid: await id("-u"), gid: await id("-g") };
+};
 
 const folders: string[] = [];
 const workers: number[] = [];
@@ -140,14 +149,20 @@ describe("picket db start", () => {
     const first = findEmbeddedPostgres(dataDir)!;
     process.kill(first.serverPid, "SIGKILL");
     await expect.poll(() => isAlive(first.serverPid), { timeout: 30_000, interval: 50 }).toBe(false);
-    // The pid was given to another process since (here: this test's own, alive and not a postgres).
-    writeFileSync(path.join(dataDir, "picket-owner.json"), JSON.stringify({ ownerPid: process.pid, serverPid: process.pid, port: first.port, kept: true }));
-    writeFileSync(path.join(dataDir, "postmaster.pid"), `${process.pid}\n${dataDir}\n`);
-    expect(await run("db", "url")).toMatchObject({ code: 1 });
+    // The pid was given to another process since: one alive and not a postgres, of the server's
+    // own user (PostgreSQL reads a pid it may not signal as gone, so only that case blocks it).
+    const other = spawn("sleep", ["300"], { stdio: "ignore", ...(await serverUser()) });
+    try {
+      writeFileSync(path.join(dataDir, "picket-owner.json"), JSON.stringify({ ownerPid: other.pid, serverPid: other.pid, port: first.port, kept: true }));
+      writeFileSync(path.join(dataDir, "postmaster.pid"), `${other.pid}\n${dataDir}\n`);
+      expect(await run("db", "url")).toMatchObject({ code: 1 });
 
-    const restarted = await run("db", "start");
-    expect(restarted.code).toBe(0);
-    expect(await query(restarted.stdout, "SELECT 1 AS one")).toEqual({ one: 1 });
+      const restarted = await run("db", "start");
+      expect(restarted.code).toBe(0);
+      expect(await query(restarted.stdout, "SELECT 1 AS one")).toEqual({ one: 1 });
+    } finally {
+      other.kill("SIGKILL");
+    }
   }, 120_000);
 });
 
