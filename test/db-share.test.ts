@@ -136,10 +136,15 @@ describe("picket db start", () => {
     expect(existsSync(path.join(dataDir, "picket-owner.json"))).toBe(true);
     expect(existsSync(path.join(dataDir, "postmaster.pid"))).toBe(true);
     expect((await run("db", "url")).code).toBe(1);
+    // And a start lock left by a picket process killed while it started the server.
+    const gone = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
+    await new Promise((resolve) => gone.once("exit", resolve));
+    writeFileSync(path.join(dataDir, "..", "start.lock"), String(gone.pid));
 
     const restarted = await run("db", "start");
     expect(restarted.code).toBe(0);
     expect(restarted.stderr).toContain("started the embedded PostgreSQL");
+    expect(existsSync(path.join(dataDir, "..", "start.lock"))).toBe(false);
     expect(await query(restarted.stdout, "SELECT 1 AS one")).toEqual({ one: 1 });
   }, 120_000);
 
@@ -213,4 +218,23 @@ describe("a server a worker started for itself", () => {
     expect(isAlive(orphan.serverPid)).toBe(false);
     expect(findEmbeddedPostgres(dataDir)).toBeUndefined();
   }, 120_000);
+
+  it("two workers started at the same instant in a new project: one starts the server, the other waits and uses it", async () => {
+    const { worker, dataDir } = await project();
+    const first = worker();
+    const second = worker();
+    for (const w of [first, second]) await expect.poll(() => w.handle.output(), { timeout: 90_000, interval: 100 }).toContain("worker started");
+    const server = findEmbeddedPostgres(dataDir)!;
+    const [owner, user] = server.ownerPid === first.handle.pid ? [first, second] : [second, first];
+    expect(owner.handle.output()).toContain("for this worker at postgres://");
+    expect(user.handle.output()).toContain(`using the embedded PostgreSQL of picket process ${owner.handle.pid} at ${server.url}`);
+    // The one that only connected leaves the server running; its owner stops it.
+    process.kill(user.handle.pid, "SIGTERM");
+    expect((await user.running).code).toBe(0);
+    expect(isAlive(server.serverPid)).toBe(true);
+    process.kill(owner.handle.pid, "SIGTERM");
+    expect((await owner.running).code).toBe(0);
+    expect(isAlive(server.serverPid)).toBe(false);
+    expect(existsSync(path.join(dataDir, "..", "start.lock"))).toBe(false);
+  }, 180_000);
 });

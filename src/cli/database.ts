@@ -1,6 +1,7 @@
 import path from "node:path";
-import { InvalidConfigError, startEmbeddedPostgres } from "../db/index.ts";
-import { embeddedPostgresLockHeld, findEmbeddedPostgres, type RunningEmbeddedPostgres } from "../db/embedded.ts";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { InvalidConfigError, PicketError, startEmbeddedPostgres } from "../db/index.ts";
+import { findEmbeddedPostgres, isAlive, type RunningEmbeddedPostgres } from "../db/embedded.ts";
 
 export interface ResolvedDatabase {
   url: string;
@@ -36,18 +37,42 @@ export const resolveDatabase = async (
   }
   const running = sharedServer();
   if (running) return running;
-  try {
+  return withStartLock(async () => {
+    // Another process may have started it while this one waited for the lock.
+    const started = sharedServer();
+    if (started) return started;
     const server = await startEmbeddedPostgres({ dataDir: LOCAL_DATA_DIR });
     return { url: server.url, source: "embedded", dataDir: server.dataDir, stop: server.stop };
-  } catch (error) {
-    // Another picket process started the server in the same instant: once it is ready, use it.
-    const deadline = Date.now() + 30_000;
-    while (embeddedPostgresLockHeld(LOCAL_DATA_DIR) && Date.now() < deadline) {
-      const started = sharedServer();
-      if (started) return started;
-      await new Promise((r) => setTimeout(r, 100));
+  });
+};
+
+/**
+ * Runs fn while holding .picket/start.lock, so that two picket processes started at once do not
+ * both run initdb or postgres on one data folder: the second waits, then finds the first's
+ * server. A lock whose process is gone (killed mid-start) is taken over.
+ */
+export const withStartLock = async <T>(fn: () => Promise<T>): Promise<T> => {
+  const lock = path.join(path.dirname(LOCAL_DATA_DIR), "start.lock");
+  await mkdir(path.dirname(lock), { recursive: true });
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      await writeFile(lock, String(process.pid), { flag: "wx" });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      const holder = Number(await readFile(lock, "utf8").catch(() => ""));
+      // An empty file is one being written this instant: wait for its pid.
+      if (holder > 0 && !isAlive(holder)) await rm(lock, { force: true });
+      else if (Date.now() > deadline) {
+        throw new PicketError(`picket: picket process ${holder} has been starting the embedded PostgreSQL for 2 minutes (${lock}); stop it, or remove the file if it is gone.`);
+      } else await new Promise((r) => setTimeout(r, 100));
     }
-    throw error;
+  }
+  try {
+    return await fn();
+  } finally {
+    await rm(lock, { force: true });
   }
 };
 

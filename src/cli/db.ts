@@ -5,7 +5,7 @@
 import type { Command } from "commander";
 import { checkSchemaName, migrate, openPool, PicketError, startEmbeddedPostgres } from "../db/index.ts";
 import { findEmbeddedPostgres, stopEmbeddedPostgresIn, type RunningEmbeddedPostgres } from "../db/embedded.ts";
-import { LOCAL_DATA_DIR } from "./database.ts";
+import { LOCAL_DATA_DIR, withStartLock } from "./database.ts";
 import { portOption } from "./shared.ts";
 
 const say = (line: string) => process.stderr.write(`picket: ${line}\n`);
@@ -29,26 +29,32 @@ export const dbCommand = (program: Command): void => {
     .option("--schema <name>", "schema of picket's tables to create or update", (name: string) => checkSchemaName(name), "picket")
     .option("--port <port>", "port to listen on (default: a free one)", portOption("--port"))
     .action(async (options: { schema: string; port?: number }) => {
-      const already = running();
-      if (already) {
-        say(`the embedded PostgreSQL in .picket/pgdata is already running (${startedBy(already)})`);
-        process.stdout.write(`${already.url}\n`);
+      // Under the start lock, as every command starts the server: one started at this instant is found.
+      const outcome = await withStartLock(async () => {
+        const already = running();
+        if (already) return { already };
+        const server = await startEmbeddedPostgres({ dataDir: LOCAL_DATA_DIR, keep: true, ...(options.port !== undefined ? { port: options.port } : {}) });
+        // Migrated as the worker migrates the embedded server it starts, so that `picket enqueue`
+        // and `picket stats` work on it at once.
+        try {
+          const pool = await openPool({ connectionString: server.url, max: 1 });
+          try {
+            await migrate(pool, { schema: options.schema });
+          } finally {
+            await pool.end();
+          }
+        } catch (error) {
+          await stopEmbeddedPostgresIn(LOCAL_DATA_DIR);
+          throw error;
+        }
+        return { server };
+      });
+      if (outcome.already) {
+        say(`the embedded PostgreSQL in .picket/pgdata is already running (${startedBy(outcome.already)})`);
+        process.stdout.write(`${outcome.already.url}\n`);
         return;
       }
-      const server = await startEmbeddedPostgres({ dataDir: LOCAL_DATA_DIR, keep: true, ...(options.port !== undefined ? { port: options.port } : {}) });
-      // Migrated as the worker migrates the embedded server it starts, so that `picket enqueue`
-      // and `picket stats` work on it at once.
-      try {
-        const pool = await openPool({ connectionString: server.url, max: 1 });
-        try {
-          await migrate(pool, { schema: options.schema });
-        } finally {
-          await pool.end();
-        }
-      } catch (error) {
-        await stopEmbeddedPostgresIn(LOCAL_DATA_DIR);
-        throw error;
-      }
+      const server = outcome.server;
       say(`started the embedded PostgreSQL in ${server.dataDir} (schema "${options.schema}" migrated); every picket command here uses it until \`picket db stop\``);
       if (process.env.DATABASE_URL !== undefined) say("DATABASE_URL is set: picket commands use it, not this server, until you unset it");
       process.stdout.write(`${server.url}\n`);

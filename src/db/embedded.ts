@@ -191,12 +191,6 @@ export const findEmbeddedPostgres = (dataDir: string): RunningEmbeddedPostgres |
   };
 };
 
-/** Whether a server is starting or running on dataDir (its lock file names a live postgres). */
-export const embeddedPostgresLockHeld = (dataDir: string): boolean => {
-  const pid = lockFilePid(embeddedDataDir(dataDir));
-  return pid !== undefined && isPostmaster(pid);
-};
-
 const waitForExit = async (pid: number, timeoutMs: number): Promise<boolean> => {
   const deadline = Date.now() + timeoutMs;
   while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -240,7 +234,7 @@ const claimDataDir = async (dataDir: string): Promise<void> => {
     process.kill(owner.serverPid, "SIGINT");
     await waitForExit(owner.serverPid, 30_000);
   }
-  await rm(path.join(dataDir, OWNER_FILE), { force: true });
+  if (owner !== undefined) await rm(path.join(dataDir, OWNER_FILE), { force: true });
   const lockPid = lockFilePid(dataDir);
   if (lockPid !== undefined && !isPostmaster(lockPid)) await rm(path.join(dataDir, "postmaster.pid"), { force: true });
 };
