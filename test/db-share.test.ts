@@ -3,7 +3,7 @@
 // to it instead of being refused. Real processes, a real server, each test in a project folder
 // of its own so that each has its own .picket/.
 import { execFile, spawn } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -11,7 +11,8 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { findEmbeddedPostgres, isAlive, stopEmbeddedPostgresIn } from "../src/db/embedded.ts";
+import { findEmbeddedPostgres, stopEmbeddedPostgresIn } from "../src/db/embedded.ts";
+import { isAlive } from "../src/db/process-alive.ts";
 import { picket, type Run } from "./support/cli.ts";
 
 const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
@@ -237,4 +238,20 @@ describe("a server a worker started for itself", () => {
     expect(isAlive(server.serverPid)).toBe(false);
     expect(existsSync(path.join(dataDir, "..", "start.lock"))).toBe(false);
   }, 180_000);
+});
+
+describe("a pid left in a file", () => {
+  it("reads as gone when its process is a zombie nobody reaps (as a server whose parent exited can be in a container)", async () => {
+    // `sleep 30` takes over the shell's process and never waits for the shell's child: it stays a zombie.
+    const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] });
+    try {
+      const pid = Number(await new Promise<string>((resolve) => parent.stdout.once("data", (c: Buffer) => resolve(c.toString()))));
+      await expect.poll(() => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]![0], { timeout: 10_000, interval: 20 }).toBe("Z");
+      expect(() => process.kill(pid, 0)).not.toThrow();
+      expect(isAlive(pid)).toBe(false);
+      expect(isAlive(parent.pid!)).toBe(true);
+    } finally {
+      parent.kill("SIGKILL");
+    }
+  });
 });

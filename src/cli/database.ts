@@ -1,7 +1,8 @@
 import path from "node:path";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { InvalidConfigError, PicketError, startEmbeddedPostgres } from "../db/index.ts";
-import { findEmbeddedPostgres, isAlive, type RunningEmbeddedPostgres } from "../db/embedded.ts";
+import { findEmbeddedPostgres, type RunningEmbeddedPostgres } from "../db/embedded.ts";
+import { isAlive } from "../db/process-alive.ts";
 
 export interface ResolvedDatabase {
   url: string;

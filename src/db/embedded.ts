@@ -11,6 +11,7 @@ import { arch, platform, tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { PicketError } from "./errors.ts";
+import { isAlive } from "./process-alive.ts";
 
 const run = promisify(execFile);
 
@@ -93,26 +94,6 @@ const serverUser = async (): Promise<{ uid: number; gid: number } | undefined> =
     await run("groupadd", ["-f", USER]);
     await run("useradd", ["-g", USER, "-M", "-s", "/usr/sbin/nologin", USER]).catch(() => undefined);
     return ids();
-  }
-};
-
-/** Whether a process exists: one of another user (EPERM) does; a zombie nobody reaped does not. */
-export const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
-  }
-  return !isZombie(pid);
-};
-
-/** A server whose parent exited is reaped by PID 1, which in some containers never reaps. */
-const isZombie = (pid: number): boolean => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z";
-  } catch {
-    return false; // no /proc (macOS) or gone: kill(0) answered
   }
 };
 
