@@ -1,5 +1,8 @@
 import path from "node:path";
-import { InvalidConfigError, startEmbeddedPostgres } from "../db/index.ts";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { InvalidConfigError, PicketError, startEmbeddedPostgres } from "../db/index.ts";
+import { findEmbeddedPostgres, type RunningEmbeddedPostgres } from "../db/embedded.ts";
+import { isAlive } from "../db/process-alive.ts";
 
 export interface ResolvedDatabase {
   url: string;
@@ -7,6 +10,12 @@ export interface ResolvedDatabase {
   source: "option" | "DATABASE_URL" | "embedded";
   /** The embedded server's data folder. */
   dataDir?: string;
+  /**
+   * The embedded server in ./.picket/pgdata was already running (`picket db start`, or another
+   * picket process that started it for itself): this process only connects to it, and stop()
+   * leaves it running.
+   */
+  shared?: RunningEmbeddedPostgres;
   stop(): Promise<void>;
 }
 
@@ -23,8 +32,75 @@ export const resolveDatabase = async (
 ): Promise<ResolvedDatabase> => {
   const given = givenDatabaseUrl(option);
   if (given) return { ...given, stop: async () => undefined };
-  const server = await startEmbeddedPostgres(embedded.temporary ? {} : { dataDir: LOCAL_DATA_DIR });
-  return { url: server.url, source: "embedded", dataDir: server.dataDir, stop: server.stop };
+  if (embedded.temporary) {
+    const server = await startEmbeddedPostgres({});
+    return { url: server.url, source: "embedded", dataDir: server.dataDir, stop: server.stop };
+  }
+  const running = sharedServer();
+  if (running) return running;
+  return withStartLock(async () => {
+    // Another process may have started it while this one waited for the lock.
+    const started = sharedServer();
+    if (started) return started;
+    const server = await startEmbeddedPostgres({ dataDir: LOCAL_DATA_DIR });
+    return { url: server.url, source: "embedded", dataDir: server.dataDir, stop: server.stop };
+  });
+};
+
+/**
+ * Runs fn while holding .picket/start.lock, so that two picket processes started at once do not
+ * both run initdb or postgres on one data folder: the second waits, then finds the first's
+ * server. A lock whose process is gone (killed mid-start) is taken over.
+ */
+export const withStartLock = async <T>(fn: () => Promise<T>): Promise<T> => {
+  const lock = path.join(path.dirname(LOCAL_DATA_DIR), "start.lock");
+  await mkdir(path.dirname(lock), { recursive: true });
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      await writeFile(lock, String(process.pid), { flag: "wx" });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      const holder = Number(await readFile(lock, "utf8").catch(() => ""));
+      // An empty file is one being written this instant: wait for its pid.
+      if (holder > 0 && !isAlive(holder)) await rm(lock, { force: true });
+      else if (Date.now() > deadline) {
+        throw new PicketError(`picket: picket process ${holder} has been starting the embedded PostgreSQL for 2 minutes (${lock}); stop it, or remove the file if it is gone.`);
+      } else await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    await rm(lock, { force: true });
+  }
+};
+
+/**
+ * The server already running in ./.picket/pgdata, to connect to: a kept one (`picket db start`)
+ * or one whose starting process still runs. An orphan (its process was SIGKILLed) is not shared:
+ * nobody would stop it, so the next start stops it and starts one of its own.
+ */
+const sharedServer = (): ResolvedDatabase | undefined => {
+  const running = findEmbeddedPostgres(LOCAL_DATA_DIR);
+  if (running === undefined || !running.ownerAlive) return undefined;
+  return { url: running.url, source: "embedded", dataDir: running.dataDir, shared: running, stop: async () => undefined };
+};
+
+/** One line saying which embedded server a command uses, its URL (with the password) and when it stops. */
+export const describeEmbedded = (database: ResolvedDatabase, who: string): string | undefined => {
+  if (database.source !== "embedded") return undefined;
+  const shared = database.shared;
+  if (shared === undefined) {
+    return (
+      `no DATABASE_URL: started the embedded PostgreSQL in .picket/pgdata for this ${who} at ${database.url}; ` +
+      `other picket commands here use it while this ${who} runs, and it stops when this ${who} ends (\`picket db start\` keeps one running)`
+    );
+  }
+  return shared.kept
+    ? `no DATABASE_URL: using the embedded PostgreSQL started by \`picket db start\` at ${database.url} (it runs until \`picket db stop\`)`
+    : `no DATABASE_URL: using the embedded PostgreSQL of picket process ${shared.ownerPid} at ${database.url}; it stops when that process ends (\`picket db start\` keeps one running)`;
 };
 
 /**

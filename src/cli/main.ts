@@ -9,6 +9,7 @@ import { cliErrorMessage } from "./error-message.ts";
 import { jobsCommand } from "./jobs.ts";
 import { machinesCommand } from "./machines.ts";
 import { dashboardCommand } from "./dashboard.ts";
+import { dbCommand } from "./db.ts";
 import { migrateCommand } from "./migrate.ts";
 import { schedulesCommand } from "./schedules.ts";
 import { statsCommand } from "./stats.ts";
@@ -30,6 +31,7 @@ migrateCommand(program);
 machinesCommand(program);
 dashboardCommand(program);
 schedulesCommand(program);
+dbCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import type pg from "pg";
 import { checkSchemaName, isMissingPicketSchema, openPool, SchemaNotSetUpError, type StatementOptions } from "../db/index.ts";
-import { resolveDatabase, type ResolvedDatabase } from "./database.ts";
+import { describeEmbedded, resolveDatabase, type ResolvedDatabase } from "./database.ts";
 
 export interface DatabaseOptions {
   databaseUrl?: string;
@@ -33,6 +33,9 @@ export const withPool = async <T>(
   embedded: { temporary: boolean } = { temporary: false },
 ): Promise<T> => {
   const database = await resolveDatabase(options.databaseUrl, embedded);
+  // Which embedded server, and its URL: on stderr, so a command's output (--json) stays data.
+  const described = embedded.temporary ? undefined : describeEmbedded(database, "command");
+  if (described !== undefined) process.stderr.write(`picket: ${described}\n`);
   try {
     const pool = await openPool({
       connectionString: database.url,

@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { createLogger } from "../runtime/logger.ts";
 import { createSupervisor } from "../runtime/supervisor.ts";
-import { resolveDatabase } from "./database.ts";
+import { describeEmbedded, resolveDatabase } from "./database.ts";
 import { integerOption, portOption, withDatabaseOptions, type DatabaseOptions } from "./shared.ts";
 import { attachToParent, runWorkerProcesses } from "../runtime/worker-processes.ts";
 import { onShutdownSignals } from "./signals.ts";
@@ -113,7 +113,8 @@ const workerProcesses = async (options: WorkerOptions): Promise<void> => {
 const openDatabase = async (options: WorkerOptions) => {
   const database = await resolveDatabase(options.databaseUrl, { temporary: false });
   const logger = createLogger({ pretty: options.pretty ?? false });
-  if (database.source === "embedded") logger.info({ data_dir: ".picket/pgdata" }, "no DATABASE_URL: using the embedded PostgreSQL");
+  const described = describeEmbedded(database, "worker");
+  if (described !== undefined) logger.info({ data_dir: database.dataDir, database_url: database.url }, described);
   return { database, logger };
 };
 

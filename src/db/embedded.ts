@@ -4,13 +4,14 @@
 // SIGINT/SIGTERM handlers that exit the process, which would cut a worker's drain short.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, statSync } from "node:fs";
 import { chown, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, platform, tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { PicketError } from "./errors.ts";
+import { isAlive } from "./process-alive.ts";
 
 const run = promisify(execFile);
 
@@ -21,6 +22,12 @@ export interface EmbeddedPostgresOptions {
   settings?: Record<string, string>;
   /** Port to listen on; default a free one. Give the old port to restart a server in place. */
   port?: number;
+  /**
+   * The server outlives this process (`picket db start`): it is not stopped when the process
+   * exits, and its output goes to picket-server.log in the data folder rather than to a pipe
+   * that would close with the process. Needs a dataDir. Stop it with stopEmbeddedPostgresIn.
+   */
+  keep?: boolean;
 }
 
 export interface EmbeddedPostgres {
@@ -32,7 +39,12 @@ export interface EmbeddedPostgres {
 }
 
 const USER = "postgres";
+/** Every embedded server's password: it listens on loopback only, for local development and tests. */
+const PASSWORD = "picket";
 const OWNER_FILE = "picket-owner.json";
+const SERVER_LOG = "picket-server.log";
+
+const urlFor = (port: number): string => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
 
 interface Binaries {
   initdb: string;
@@ -85,34 +97,127 @@ const serverUser = async (): Promise<{ uid: number; gid: number } | undefined> =
   }
 };
 
-const isAlive = (pid: number): boolean => {
+/**
+ * Whether pid is a running PostgreSQL server. After a SIGKILL the pid in a leftover file may have
+ * been given to another process since: where /proc exists, its command line must name postgres.
+ */
+const isPostmaster = (pid: number): boolean => {
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return false;
   try {
-    process.kill(pid, 0);
-    return true;
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("postgres");
   } catch {
-    return false;
+    return !existsSync("/proc/self");
+  }
+};
+
+/** The pid in the data folder's postmaster.pid (PostgreSQL's own lock file), if there is one. */
+const lockFilePid = (dataDir: string): number | undefined => {
+  try {
+    return Number(readFileSync(path.join(dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
+  } catch {
+    return undefined;
+  }
+};
+
+interface OwnerFile {
+  /** The process that started the server (for a kept one, the `picket db start` that has exited). */
+  ownerPid: number;
+  serverPid: number;
+  port?: number;
+  /** Started by `picket db start`: stopped only by `picket db stop`. */
+  kept?: boolean;
+}
+
+/** A server running on a data folder, as another process finds it. */
+export interface RunningEmbeddedPostgres {
+  url: string;
+  port: number;
+  dataDir: string;
+  serverPid: number;
+  /** The process that started it; it stops the server when it exits, unless kept. */
+  ownerPid: number;
+  /** Started by `picket db start`: it runs until `picket db stop`. */
+  kept: boolean;
+  /** Whether the process that started it still runs (always true for a kept one: it needs none). */
+  ownerAlive: boolean;
+}
+
+const readOwnerFile = (dataDir: string): OwnerFile | undefined => {
+  try {
+    return JSON.parse(readFileSync(path.join(dataDir, OWNER_FILE), "utf8")) as OwnerFile;
+  } catch {
+    return undefined; // none, or half-written by a process killed while writing it
   }
 };
 
 /**
- * A project-local data folder is used by one process at a time. If the process that started its
- * server died without stopping it (SIGKILL), the orphaned server is stopped so it can be restarted.
+ * The server running on dataDir, found through the owner file picket writes once a server is
+ * ready; undefined when none runs (no file, or a file a killed server left: its pid is no longer
+ * a postgres, or no longer the one PostgreSQL's own lock file names).
+ */
+export const findEmbeddedPostgres = (dataDir: string): RunningEmbeddedPostgres | undefined => {
+  const dir = embeddedDataDir(dataDir);
+  const owner = readOwnerFile(dir);
+  if (owner === undefined || owner.port === undefined) return undefined;
+  if (!isPostmaster(owner.serverPid) || lockFilePid(dir) !== owner.serverPid) return undefined;
+  const kept = owner.kept === true;
+  return {
+    url: urlFor(owner.port),
+    port: owner.port,
+    dataDir: dir,
+    serverPid: owner.serverPid,
+    ownerPid: owner.ownerPid,
+    kept,
+    ownerAlive: kept || owner.ownerPid === process.pid || isAlive(owner.ownerPid),
+  };
+};
+
+const waitForExit = async (pid: number, timeoutMs: number): Promise<boolean> => {
+  const deadline = Date.now() + timeoutMs;
+  while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  return !isAlive(pid);
+};
+
+/**
+ * Stops the server running on dataDir, whoever started it: SIGINT (PostgreSQL's fast shutdown:
+ * sessions are ended, the data is checkpointed) and waits for it to exit. Returns what was
+ * running, or undefined when nothing was.
+ */
+export const stopEmbeddedPostgresIn = async (dataDir: string, timeoutMs = 60_000): Promise<RunningEmbeddedPostgres | undefined> => {
+  const running = findEmbeddedPostgres(dataDir);
+  if (running === undefined) return undefined;
+  process.kill(running.serverPid, "SIGINT");
+  if (!(await waitForExit(running.serverPid, timeoutMs))) {
+    throw new PicketError(`picket: the embedded PostgreSQL (process ${running.serverPid}) did not stop within ${timeoutMs} ms; stop it with kill ${running.serverPid}.`);
+  }
+  await rm(path.join(running.dataDir, OWNER_FILE), { force: true });
+  return running;
+};
+
+/**
+ * Before starting a server on a data folder: one already running there is refused when someone
+ * still answers for it (a kept server, or one whose starting process runs: connect to it
+ * instead); an orphan (its process was SIGKILLed) is stopped so it can be restarted; and the
+ * files a killed server left (owner file, PostgreSQL's lock file naming a pid no longer a
+ * postgres) are removed, so a SIGKILL never wedges the next start.
  */
 const claimDataDir = async (dataDir: string): Promise<void> => {
-  const ownerFile = path.join(dataDir, OWNER_FILE);
-  if (!existsSync(ownerFile)) return;
-  const owner = JSON.parse(await readFile(ownerFile, "utf8")) as { ownerPid: number; serverPid: number };
-  if (owner.ownerPid !== process.pid && isAlive(owner.ownerPid) && isAlive(owner.serverPid)) {
-    throw new PicketError(
-      `picket: the embedded PostgreSQL in ${dataDir} is in use by process ${owner.ownerPid}. ` +
-        `Stop that process, or point both at one server with DATABASE_URL.`,
-    );
-  }
-  if (isAlive(owner.serverPid)) {
+  const owner = readOwnerFile(dataDir);
+  if (owner !== undefined && isPostmaster(owner.serverPid)) {
+    const kept = owner.kept === true;
+    if (kept || (owner.ownerPid !== process.pid && isAlive(owner.ownerPid))) {
+      throw new PicketError(
+        `picket: an embedded PostgreSQL is already running in ${dataDir} (${kept ? "started by `picket db start`" : `started by process ${owner.ownerPid}`}` +
+          `${owner.port !== undefined ? `, ${urlFor(owner.port)}` : ""}): connect to it rather than start another` +
+          `${kept ? ", or stop it with `picket db stop`" : ""}.`,
+      );
+    }
     process.kill(owner.serverPid, "SIGINT");
-    const deadline = Date.now() + 30_000;
-    while (isAlive(owner.serverPid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await waitForExit(owner.serverPid, 30_000);
   }
+  if (owner !== undefined) await rm(path.join(dataDir, OWNER_FILE), { force: true });
+  const lockPid = lockFilePid(dataDir);
+  if (lockPid !== undefined && !isPostmaster(lockPid)) await rm(path.join(dataDir, "postmaster.pid"), { force: true });
 };
 
 const waitUntilReady = (child: ChildProcess, log: string[]): Promise<void> =>
@@ -136,12 +241,37 @@ const waitUntilReady = (child: ChildProcess, log: string[]): Promise<void> =>
     child.once("exit", onExit);
   });
 
+/** waitUntilReady for a server whose output goes to a file: read from where this start's output begins. */
+const waitUntilReadyInLog = (child: ChildProcess, file: string, from: number): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const output = () => readFileSync(file).subarray(from).toString("utf8");
+    const timer = setInterval(() => {
+      if (!output().includes("database system is ready to accept connections")) return;
+      clearInterval(timer);
+      child.off("exit", onExit);
+      resolve();
+    }, 50);
+    const onExit = (code: number | null) => {
+      clearInterval(timer);
+      reject(new PicketError(`picket: the embedded PostgreSQL server exited during start-up (code ${code}). Its output:\n${output().trim()}`));
+    };
+    child.once("exit", onExit);
+  });
+
 /**
  * As root the server runs as `postgres`, which must be able to reach its data folder. A project
  * inside a private folder (/root/app, a 0700 temp dir) cannot give it that without loosening the
  * folder's permissions, so the data then lives in /var/tmp under a name derived from the path.
  */
 const reachableDataDir = async (dataDir: string): Promise<string> => {
+  const fallback = embeddedDataDir(dataDir);
+  if (fallback !== dataDir) process.stderr.write(`picket: ${dataDir} is not reachable by the postgres user; keeping the embedded database in ${fallback}\n`);
+  return fallback;
+};
+
+/** Where the server's data for dataDir really lives (see reachableDataDir): the folder itself, unless run as root. */
+export const embeddedDataDir = (dataDir: string): string => {
+  if (process.getuid?.() !== 0) return dataDir;
   const blocked = (dir: string): boolean => {
     for (let d = path.dirname(path.resolve(dir)); ; d = path.dirname(d)) {
       try {
@@ -153,9 +283,7 @@ const reachableDataDir = async (dataDir: string): Promise<string> => {
     }
   };
   if (!blocked(dataDir)) return dataDir;
-  const fallback = path.join("/var/tmp", `picket-pgdata-${createHash("sha1").update(path.resolve(dataDir)).digest("hex").slice(0, 12)}`);
-  process.stderr.write(`picket: ${dataDir} is not reachable by the postgres user; keeping the embedded database in ${fallback}\n`);
-  return fallback;
+  return path.join("/var/tmp", `picket-pgdata-${createHash("sha1").update(path.resolve(dataDir)).digest("hex").slice(0, 12)}`);
 };
 
 /** Starts a PostgreSQL server on a free loopback port; initialises the data folder if needed. */
@@ -186,7 +314,8 @@ const startIn = async (
   owner: Awaited<ReturnType<typeof serverUser>>,
   options: EmbeddedPostgresOptions,
 ): Promise<EmbeddedPostgres> => {
-  const password = "picket";
+  const password = PASSWORD;
+  if (options.keep && temporary) throw new PicketError("picket: keep needs a dataDir: a temporary server is removed with the process that started it.");
   if (!existsSync(path.join(dataDir, "PG_VERSION"))) {
     await mkdir(dataDir, { recursive: true });
     if (owner) {
@@ -226,21 +355,31 @@ const startIn = async (
     ...options.settings,
   };
   const log: string[] = [];
+  // A kept server outlives this process, so its output goes to a file: a pipe would close with us.
+  const logFd = options.keep ? openSync(path.join(dataDir, SERVER_LOG), "a") : undefined;
+  const logStart = logFd === undefined ? 0 : statSync(path.join(dataDir, SERVER_LOG)).size;
   // Its own process group, so a Ctrl-C meant for the worker does not stop the database under
   // the worker's drain; the worker stops it after the drain.
   const child = spawn(
     bin.postgres,
     ["-D", dataDir, "-p", String(port), ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])],
-    { ...owner, detached: true, stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, LC_MESSAGES: "C" } },
+    { ...owner, detached: true, stdio: ["ignore", "ignore", logFd ?? "pipe"], env: { ...process.env, LC_MESSAGES: "C" } },
   );
-  await waitUntilReady(child, log);
-  // Keep draining the server's output so a full pipe never blocks it.
-  child.stderr?.on("data", () => undefined);
+  if (logFd === undefined) {
+    await waitUntilReady(child, log);
+    // Keep draining the server's output so a full pipe never blocks it.
+    child.stderr?.on("data", () => undefined);
+  } else {
+    closeSync(logFd);
+    await waitUntilReadyInLog(child, path.join(dataDir, SERVER_LOG), logStart);
+  }
   child.unref();
   (child.stderr as { unref?: () => void } | null)?.unref?.();
-  await writeFile(path.join(dataDir, OWNER_FILE), JSON.stringify({ ownerPid: process.pid, serverPid: child.pid }));
+  const ownerFile: OwnerFile = { ownerPid: process.pid, serverPid: child.pid!, port, ...(options.keep ? { kept: true } : {}) };
+  await writeFile(path.join(dataDir, OWNER_FILE), JSON.stringify(ownerFile));
+  // A server this process started for itself goes with it, even on process.exit(); a kept one stays.
   const killOnExit = () => child.kill("SIGINT");
-  process.once("exit", killOnExit);
+  if (!options.keep) process.once("exit", killOnExit);
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
@@ -257,7 +396,7 @@ const startIn = async (
     })());
 
   return {
-    url: `postgres://${USER}:${password}@127.0.0.1:${port}/postgres`,
+    url: urlFor(port),
     port,
     dataDir,
     stop,
