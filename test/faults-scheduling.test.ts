@@ -43,7 +43,8 @@ const count = async (sql: string, values: unknown[] = []): Promise<number> => (a
 const stepsOf = async (id: string) => (await jobSteps(db.pool, id)).map((s) => [s.name, s.result, s.attempt]);
 
 describe("through PgBouncer in transaction mode", () => {
-  const through = (extra: Record<string, unknown> = {}) => ({ connectionString: bouncer.url, transactionPooling: true, listenConnectionString: db.url, ...extra });
+  /** A worker's options through PgBouncer, LISTEN on a direct connection (as picket's README says to run it). */
+  const through = <T extends object>(extra: T) => ({ connectionString: bouncer.url, transactionPooling: true, listenConnectionString: db.url, ...extra });
 
   it("a job's durable steps are recorded once, and its retry gets them back without running them again", async () => {
     const ran: string[] = [];
@@ -58,7 +59,7 @@ describe("through PgBouncer in transaction mode", () => {
         return b * 10;
       },
     });
-    const { supervisor, outcomes } = await startWorker({ ...through(), tasks: [task] });
+    const { supervisor, outcomes } = await startWorker(through({ tasks: [task] }));
     const job = await enqueueJob(bounced, { type: "pgb-steps" }, noPrepare);
     await expect.poll(() => outcomes.map((o) => o.outcome), { timeout: 15_000 }).toEqual(["retried", "completed"]);
     await supervisor.stop();
