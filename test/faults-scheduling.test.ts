@@ -183,6 +183,46 @@ describe("the worker's connections killed (pg_terminate_backend)", () => {
     return url.toString();
   };
 
+  it("again and again while two workers claim a serial queue and a limited task: every job completes once, no limit exceeded", { timeout: 60_000 }, async () => {
+    const app = "limited-killed";
+    const live = { queued: 0, limited: 0 };
+    const peak = { queued: 0, limited: 0 };
+    const runs = new Map<string, number>();
+    const hold = (kind: keyof typeof live) => async (_p: unknown, { job }: { job: { id: string } }) => {
+      runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+      live[kind]++;
+      peak[kind] = Math.max(peak[kind], live[kind]);
+      await new Promise((r) => setTimeout(r, 10));
+      live[kind]--;
+    };
+    const queued = defineTask({ name: "killed-queued", leaseMs: 5_000, handler: hold("queued") });
+    const limited = defineTask({ name: "killed-limited", leaseMs: 5_000, clusterConcurrency: 2, handler: hold("limited") });
+    const options = { connectionString: withApp(app), tasks: [queued, limited], concurrency: 8, pollIntervalMs: 20 };
+    const a = await startWorker(options);
+    const b = await startWorker(options);
+    const jobs = await enqueueJobs(db.pool, [
+      ...Array.from({ length: 60 }, (_, i) => ({ type: "killed-queued", queue: "killed-q", payload: { i }, maxAttempts: 1 })),
+      ...Array.from({ length: 60 }, (_, i) => ({ type: "killed-limited", payload: { i }, maxAttempts: 1 })),
+    ]);
+    const done = () => count("SELECT count(*)::int AS n FROM picket.jobs WHERE type LIKE 'killed-%' AND status = 'completed'");
+    let kills = 0;
+    // Kill the workers' connections every 50 ms until a third of the jobs are done.
+    while ((await done()) < 40) {
+      kills += await killAll(app);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(kills).toBeGreaterThan(0);
+    await expect.poll(done, { timeout: 40_000, interval: 200 }).toBe(120);
+    await Promise.all([a.supervisor.stop(), b.supervisor.stop()]);
+    expect(peak).toEqual({ queued: 1, limited: 2 });
+    // Every job's handler ran once: a write cut off with its connection was tried again, and a
+    // claim whose reply was lost was not run twice (one attempt each, none charged twice).
+    expect([...runs.values()].filter((n) => n !== 1)).toEqual([]);
+    expect(runs.size).toBe(120);
+    const { rows } = await db.pool.query("SELECT status, attempts, count(*)::int AS n FROM picket.jobs WHERE id = ANY($1::bigint[]) GROUP BY 1, 2", [jobs.map((j) => j.id)]);
+    expect(rows).toEqual([{ status: "completed", attempts: 1, n: 120 }]);
+  });
+
   it("between steps: the next step is recorded on a new connection, no step twice, the job completes", async () => {
     const app = "steps-killed-between";
     const ran: string[] = [];
