@@ -301,7 +301,7 @@ describe("the worker's connections killed (pg_terminate_backend)", () => {
   });
 });
 
-describe("the job's row locked by another session (SELECT ... FOR UPDATE in an open transaction)", () => {
+describe("a row locked by another session (SELECT ... FOR UPDATE in an open transaction)", () => {
   it("a step write finds the row busy and is tried again; the handler goes on once the lock is released", async () => {
     const writes = { step: 0 };
     const { pool, end } = interceptedPool(db.url, (statement, forward) => {
@@ -346,6 +346,37 @@ describe("the job's row locked by another session (SELECT ... FOR UPDATE in an o
     } finally {
       await end();
     }
+  });
+
+  it("a schedule's row locked: its firing waits (bounded), other jobs run meanwhile, and after the lock each tick has one job", { timeout: 60_000 }, async () => {
+    const ticks = defineTask({ name: "locked-tick", schedule: "* * * * * *", handler: async () => undefined });
+    const plain = defineTask({ name: "beside-locked-tick", handler: async () => "ran" });
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [ticks, plain], schedules: { intervalMs: 50, graceMs: 30_000 }, statementTimeoutMs: 2_000 });
+    const jobsOfTicks = () => count("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'locked-tick'");
+    await expect.poll(jobsOfTicks, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+    const holder = await db.connect();
+    await holder.query("BEGIN");
+    await holder.query("SELECT name FROM picket.schedules WHERE name = 'locked-tick' FOR UPDATE");
+    try {
+      // The worker's firing waits on the row on the server.
+      const firing = "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%advanced AS%'";
+      await expect.poll(() => count(firing), { timeout: 10_000 }).toBe(1);
+      const made = await jobsOfTicks();
+      // Other work goes on.
+      const job = await enqueueJob(db.pool, { type: "beside-locked-tick" });
+      await expect.poll(() => outcomes.filter((o) => o.id === job.id).map((o) => o.outcome), { timeout: 10_000 }).toEqual(["completed"]);
+      // The wait ends at the statement bound and is tried again: never a second waiter, never a pile-up.
+      await expect.poll(() => count(firing), { timeout: 10_000 }).toBe(0);
+      await expect.poll(() => count(firing), { timeout: 10_000 }).toBe(1);
+      expect(await jobsOfTicks()).toBe(made);
+    } finally {
+      await holder.query("COMMIT");
+    }
+    const after = await jobsOfTicks();
+    await expect.poll(jobsOfTicks, { timeout: 10_000 }).toBeGreaterThanOrEqual(after + 2);
+    await supervisor.stop();
+    const { rows } = await db.pool.query("SELECT payload->>'scheduledAt' AS tick, count(*)::int AS jobs FROM picket.jobs WHERE type = 'locked-tick' GROUP BY 1");
+    expect(rows.filter((r) => r.jobs !== 1)).toEqual([]);
   });
 
   it("a cancel waiting on the lock ends at the statement bound with an error that says so, takes effect once retried after the lock", async () => {
