@@ -122,7 +122,10 @@ describe("through PgBouncer in transaction mode", () => {
       const options = byRenewal
         ? { connectionString: bouncer.url, transactionPooling: true, pollIntervalMs: 200, tasks: [task] }
         : through({ tasks: [task] });
-      const { supervisor, outcomes } = await startWorker(options);
+      const { supervisor, outcomes, logs } = await startWorker(options);
+      // LISTEN is set up after start() returns: a cancel told before it would be heard at the next
+      // renewal only (15 s away). Logged once the probe sent through PgBouncer came back on it.
+      if (!byRenewal) await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 10_000 }).toBe(true);
       const job = await enqueueJob(bounced, { type: name }, noPrepare);
       expect(await started.promise).toBe(job.id);
       const cancelledAt = performance.now();
