@@ -194,6 +194,31 @@ export default [defineTask({ name: "a", handler: async () => 1 }), defineTask({ 
     expect((await loadTasksModule(many)).tasks.map((t) => t.name)).toEqual(["a", "b"]);
   });
 
+  it("a module that exports no usable tasks is told which mistake it made", async () => {
+    const refusal = async (name: string, source: string) => {
+      const file = await tasksModule(name, source);
+      const error = await loadTasksModule(file).then(() => undefined, (e: unknown) => e as Error);
+      return error?.message.replace(file, "<file>");
+    };
+    expect(await refusal("empty-array.ts", "export const tasks = [];\n")).toBe(
+      "picket: <file> exports an empty `tasks` array: put at least one defineTask({ name, handler }) in it.",
+    );
+    expect(await refusal("plain-object.ts", "export const tasks = [{ name: 'a', handler: async () => 1 }];\n")).toBe(
+      "picket: <file>: tasks[0] is not a task: make each one with defineTask({ name, handler }) (from picket), not a plain object.",
+    );
+    // A task exported under another name: the message names what the module does export.
+    expect(await refusal("singular.ts", `import { defineTask } from PICKET_TASK;
+export const task = defineTask({ name: "a", handler: async () => 1 });
+`)).toMatch(/^picket: <file> must export its tasks as `export const tasks = \[defineTask.*; it exports only `task`\.$/);
+    expect(await refusal("nothing.ts", "export {};\n")).toMatch(/; it exports nothing\.$/);
+    expect(await refusal("a-string.ts", "export const tasks = 'a';\n")).toMatch(/; its `tasks` export is not a task or an array\.$/);
+  });
+
+  it("a tasks module that does not exist is named as resolved, not as imported from picket's own loader", async () => {
+    const error = await loadTasksModule("./no-such-tasks.ts").then(() => undefined, (e: unknown) => e as Error);
+    expect(error?.message).toBe(`picket: no tasks module at ${path.resolve("no-such-tasks.ts")} (--tasks ./no-such-tasks.ts, from ${process.cwd()}): check the path.`);
+  });
+
   // Through the real command: Node's own loader, not the test runner's, reads the module.
   it("a syntax error in a .js tasks module is reported with its file, line and column", async () => {
     const file = await tasksModule("broken.mjs", "export const tasks = [];\nconst y = {;\n");
