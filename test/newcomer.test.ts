@@ -234,6 +234,22 @@ export const task = defineTask({ name: "a", handler: async () => 1 });
     expect(run.stderr).toBe(`picket: could not load the tasks module ${file}: syntax error at ${file}:2:19: Expression expected\n`);
   }, 60_000);
 
+  it('a tasks module in picket\'s own repository importing "picket" (its dist/ not built) is told to import the sources', () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    // What Node raises for `import { defineTask } from "picket"` in a clone: the package's exports point at dist/.
+    const error = Object.assign(
+      new Error(`Cannot find module '${path.join(root, "dist", "index.js")}' imported from ${path.join(root, "tasks.ts")}`),
+      { code: "ERR_MODULE_NOT_FOUND" },
+    );
+    expect(explainLoadError("./tasks.ts", path.join(root, "tasks.ts"), error)).toBe(
+      `picket: could not load the tasks module ./tasks.ts: it imports "picket", which inside picket's own repository means the build in ${path.join(root, "dist")}${path.sep} (not built). ` +
+        `Import from the sources instead ("${path.join(root, "src", "index.ts")}", as examples/ do), or run \`npm run build\` first.`,
+    );
+    // Another missing module keeps Node's words.
+    const other = Object.assign(new Error("Cannot find package 'zod' imported from /app/tasks.ts"), { code: "ERR_MODULE_NOT_FOUND" });
+    expect(explainLoadError("./tasks.ts", "/app/tasks.ts", other)).toBe("picket: could not load the tasks module ./tasks.ts: Cannot find package 'zod' imported from /app/tasks.ts");
+  });
+
   it("a .ts module on a Node without type stripping names the Node version needed", () => {
     // The error Node 20 raises for `import("./tasks.ts")`.
     const error = Object.assign(new TypeError('Unknown file extension ".ts" for /app/tasks.ts'), { code: "ERR_UNKNOWN_FILE_EXTENSION" });
