@@ -139,6 +139,22 @@ describe("a supervisor runs once", () => {
     expect(logs.lines.filter((l) => l.msg === "worker started")).toHaveLength(1);
   });
 
+  // `await worker.stop(); await server.stop()` (examples/embed.ts) logged "idle database connection
+  // failed" twice: pg-pool's end() resolves once it has asked its connections to close, not once
+  // they have, so stop() returned with them still open on the server.
+  it("stop() resolves only once its pool's connections are closed on the server", async () => {
+    const logs = captureLogs();
+    const url = new URL(db.url);
+    url.searchParams.set("application_name", "picket-stop-probe");
+    const supervisor = createSupervisor({ tasks: [noop], connectionString: url.href, logger: logs.logger, pollIntervalMs: 50 });
+    await supervisor.start();
+    await enqueueJob(db.pool, { type: "noop", payload: {} });
+    await new Promise<void>((resolve) => supervisor.onJobFinished(() => resolve()));
+    await supervisor.stop();
+    const open = await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'picket-stop-probe'");
+    expect(open.rows[0].n).toBe(0);
+  });
+
   it("start() after a stop() that came first is refused (it used to log 'worker started' and claim nothing)", async () => {
     const logs = captureLogs();
     const supervisor = createSupervisor({ tasks: [noop], connectionString: db.url, logger: logs.logger });
