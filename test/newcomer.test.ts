@@ -405,6 +405,20 @@ describe("picket jobs list", () => {
   }, 90_000);
 });
 
+describe("picket enqueue's dedupe flags", () => {
+  it("--dedupe or --dedupe-window without --key names --key, not the API's key option", async () => {
+    const env = { cwd, env: { DATABASE_URL: db.url } };
+    expect(await picket(["enqueue", "hello", "{}", "--dedupe", "replace"], env)).toMatchObject({
+      code: 1,
+      stdout: "",
+      stderr: "picket: --dedupe replace needs --key <key>: the dedupe mode says what another enqueue of the same key does\n",
+    });
+    expect((await picket(["enqueue", "hello", "{}", "--dedupe-window", "1000"], env)).stderr).toBe(
+      "picket: --dedupe-window 1000 needs --key <key>: the dedupe mode says what another enqueue of the same key does\n",
+    );
+  }, 60_000);
+});
+
 describe("a dedupe hit is told", () => {
   it("enqueueJobWithOutcome says whether the job was created or already held the key", async () => {
     const first = await enqueueJobWithOutcome(db.pool, { type: "hit", key: "hit-1" });
