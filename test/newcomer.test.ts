@@ -232,7 +232,7 @@ export const task = defineTask({ name: "a", handler: async () => 1 });
 
   it("a tasks module that does not exist is named as resolved, not as imported from picket's own loader", async () => {
     const error = await loadTasksModule("./no-such-tasks.ts").then(() => undefined, (e: unknown) => e as Error);
-    expect(error?.message).toBe(`picket: no tasks module at ${path.resolve("no-such-tasks.ts")} (--tasks ./no-such-tasks.ts, from ${process.cwd()}): check the path.`);
+    expect(error?.message).toBe(`picket: could not load the tasks module ./no-such-tasks.ts: there is no file ${path.resolve("no-such-tasks.ts")} (resolved from ${process.cwd()}): check the path.`);
   });
 
   // Through the real command: Node's own loader, not the test runner's, reads the module.

@@ -38,7 +38,7 @@ export const loadTasksModule = async (file: string): Promise<{ tasks: Task[]; op
   const resolved = path.resolve(file);
   // Node's own message for a missing file names picket's loader as the importer, which misleads.
   if (!existsSync(resolved)) {
-    throw new InvalidConfigError(`picket: no tasks module at ${resolved} (--tasks ${file}, from ${process.cwd()}): check the path.`);
+    throw new InvalidConfigError(`picket: could not load the tasks module ${file}: there is no file ${resolved} (resolved from ${process.cwd()}): check the path.`);
   }
   const url = pathToFileURL(resolved).href;
   let mod: Record<string, unknown>;
