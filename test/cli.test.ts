@@ -101,7 +101,7 @@ describe("picket CLI", () => {
     const fresh = await picket(["enqueue", "cli.dedupe", "{}", "--key", "cli-r", "--dedupe", "window", "--dedupe-window", "10000"], env);
     expect(JSON.parse(fresh.stdout).id).not.toBe(first.id);
     const noKey = await picket(["enqueue", "cli.dedupe", "{}", "--dedupe", "replace"], env);
-    expect(noKey).toMatchObject({ code: 1, stderr: expect.stringMatching(/dedupe "replace" needs a key/) });
+    expect(noKey).toMatchObject({ code: 1, stderr: expect.stringMatching(/--dedupe replace needs --key <key>/) });
     const noWindow = await picket(["enqueue", "cli.dedupe", "{}", "--key", "k", "--dedupe", "window"], env);
     expect(noWindow).toMatchObject({ code: 1, stderr: expect.stringMatching(/--dedupe window needs --dedupe-window <ms>/) });
     const both = await picket(["enqueue", "cli.dedupe", "{}", "--key", "k", "--dedupe", "replace", "--dedupe-window", "5"], env);

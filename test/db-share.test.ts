@@ -127,6 +127,24 @@ describe("picket db start", () => {
     expect(await query(restarted.stdout, "SELECT count(*)::int AS n FROM picket.jobs")).toEqual({ n: 1 });
   }, 180_000);
 
+  it("db stop under a running worker says so, and db start brings the server back on its port, where the worker goes on", async () => {
+    const { run, worker } = await project();
+    const url = (await run("db", "start")).stdout.trim();
+    const { handle, running } = worker();
+    await expect.poll(() => handle.output(), { timeout: 60_000, interval: 100 }).toContain("worker started");
+    const stopped = await run("db", "stop");
+    expect(stopped.code).toBe(0);
+    expect(stopped.stderr).toContain("1 live worker(s) were using it: they keep retrying");
+    // Without the port kept, the worker would retry the old address forever and this job would wait.
+    const restarted = await run("db", "start");
+    expect(restarted).toMatchObject({ code: 0, stdout: `${url}\n` });
+    expect((await run("enqueue", "hello", '{"name":"again"}')).code).toBe(0);
+    const counts = async () => JSON.parse((await run("stats", "--json")).stdout).counts;
+    await expect.poll(counts, { timeout: 60_000, interval: 300 }).toContainEqual({ type: "hello", status: "completed", count: 1 });
+    process.kill(handle.pid, "SIGTERM");
+    expect((await running).code).toBe(0);
+  }, 180_000);
+
   it("recovers from a server killed with SIGKILL: the files it left do not wedge the next start", async () => {
     const { run, dataDir } = await project();
     expect((await run("db", "start")).code).toBe(0);

@@ -139,6 +139,22 @@ describe("a supervisor runs once", () => {
     expect(logs.lines.filter((l) => l.msg === "worker started")).toHaveLength(1);
   });
 
+  // `await worker.stop(); await server.stop()` (examples/embed.ts) logged "idle database connection
+  // failed" twice: pg-pool's end() resolves once it has asked its connections to close, not once
+  // they have, so stop() returned with them still open on the server.
+  it("stop() resolves only once its pool's connections are closed on the server", async () => {
+    const logs = captureLogs();
+    const url = new URL(db.url);
+    url.searchParams.set("application_name", "picket-stop-probe");
+    const supervisor = createSupervisor({ tasks: [noop], connectionString: url.href, logger: logs.logger, pollIntervalMs: 50 });
+    await supervisor.start();
+    await enqueueJob(db.pool, { type: "noop", payload: {} });
+    await new Promise<void>((resolve) => supervisor.onJobFinished(() => resolve()));
+    await supervisor.stop();
+    const open = await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'picket-stop-probe'");
+    expect(open.rows[0].n).toBe(0);
+  });
+
   it("start() after a stop() that came first is refused (it used to log 'worker started' and claim nothing)", async () => {
     const logs = captureLogs();
     const supervisor = createSupervisor({ tasks: [noop], connectionString: db.url, logger: logs.logger });
@@ -194,6 +210,31 @@ export default [defineTask({ name: "a", handler: async () => 1 }), defineTask({ 
     expect((await loadTasksModule(many)).tasks.map((t) => t.name)).toEqual(["a", "b"]);
   });
 
+  it("a module that exports no usable tasks is told which mistake it made", async () => {
+    const refusal = async (name: string, source: string) => {
+      const file = await tasksModule(name, source);
+      const error = await loadTasksModule(file).then(() => undefined, (e: unknown) => e as Error);
+      return error?.message.replace(file, "<file>");
+    };
+    expect(await refusal("empty-array.ts", "export const tasks = [];\n")).toBe(
+      "picket: <file> exports an empty `tasks` array: put at least one defineTask({ name, handler }) in it.",
+    );
+    expect(await refusal("plain-object.ts", "export const tasks = [{ name: 'a', handler: async () => 1 }];\n")).toBe(
+      "picket: <file>: tasks[0] is not a task: make each one with defineTask({ name, handler }) (from picket), not a plain object.",
+    );
+    // A task exported under another name: the message names what the module does export.
+    expect(await refusal("singular.ts", `import { defineTask } from PICKET_TASK;
+export const task = defineTask({ name: "a", handler: async () => 1 });
+`)).toMatch(/^picket: <file> must export its tasks as `export const tasks = \[defineTask.*; it exports only `task`\.$/);
+    expect(await refusal("nothing.ts", "export {};\n")).toMatch(/; it exports nothing\.$/);
+    expect(await refusal("a-string.ts", "export const tasks = 'a';\n")).toMatch(/; its `tasks` export is not a task or an array\.$/);
+  });
+
+  it("a tasks module that does not exist is named as resolved, not as imported from picket's own loader", async () => {
+    const error = await loadTasksModule("./no-such-tasks.ts").then(() => undefined, (e: unknown) => e as Error);
+    expect(error?.message).toBe(`picket: could not load the tasks module ./no-such-tasks.ts: there is no file ${path.resolve("no-such-tasks.ts")} (resolved from ${process.cwd()}): check the path.`);
+  });
+
   // Through the real command: Node's own loader, not the test runner's, reads the module.
   it("a syntax error in a .js tasks module is reported with its file, line and column", async () => {
     const file = await tasksModule("broken.mjs", "export const tasks = [];\nconst y = {;\n");
@@ -208,6 +249,22 @@ export default [defineTask({ name: "a", handler: async () => 1 }), defineTask({ 
     expect(run.code).toBe(1);
     expect(run.stderr).toBe(`picket: could not load the tasks module ${file}: syntax error at ${file}:2:19: Expression expected\n`);
   }, 60_000);
+
+  it('a tasks module in picket\'s own repository importing "picket" (its dist/ not built) is told to import the sources', () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    // What Node raises for `import { defineTask } from "picket"` in a clone: the package's exports point at dist/.
+    const error = Object.assign(
+      new Error(`Cannot find module '${path.join(root, "dist", "index.js")}' imported from ${path.join(root, "tasks.ts")}`),
+      { code: "ERR_MODULE_NOT_FOUND" },
+    );
+    expect(explainLoadError("./tasks.ts", path.join(root, "tasks.ts"), error)).toBe(
+      `picket: could not load the tasks module ./tasks.ts: it imports "picket", which inside picket's own repository means the build in ${path.join(root, "dist")}${path.sep} (not built). ` +
+        `Import from the sources instead ("${path.join(root, "src", "index.ts")}", as examples/ do), or run \`npm run build\` first.`,
+    );
+    // Another missing module keeps Node's words.
+    const other = Object.assign(new Error("Cannot find package 'zod' imported from /app/tasks.ts"), { code: "ERR_MODULE_NOT_FOUND" });
+    expect(explainLoadError("./tasks.ts", "/app/tasks.ts", other)).toBe("picket: could not load the tasks module ./tasks.ts: Cannot find package 'zod' imported from /app/tasks.ts");
+  });
 
   it("a .ts module on a Node without type stripping names the Node version needed", () => {
     // The error Node 20 raises for `import("./tasks.ts")`.
@@ -346,6 +403,20 @@ describe("picket jobs list", () => {
       stderr: 'picket: status must be one of pending, processing, completed, dead, cancelled (got "done").\n',
     });
   }, 90_000);
+});
+
+describe("picket enqueue's dedupe flags", () => {
+  it("--dedupe or --dedupe-window without --key names --key, not the API's key option", async () => {
+    const env = { cwd, env: { DATABASE_URL: db.url } };
+    expect(await picket(["enqueue", "hello", "{}", "--dedupe", "replace"], env)).toMatchObject({
+      code: 1,
+      stdout: "",
+      stderr: "picket: --dedupe replace needs --key <key>: the dedupe mode says what another enqueue of the same key does\n",
+    });
+    expect((await picket(["enqueue", "hello", "{}", "--dedupe-window", "1000"], env)).stderr).toBe(
+      "picket: --dedupe-window 1000 needs --key <key>: the dedupe mode says what another enqueue of the same key does\n",
+    );
+  }, 60_000);
 });
 
 describe("a dedupe hit is told", () => {

@@ -2,8 +2,11 @@
 // server of its own, which outlives the command that starts it, so that a worker, `picket stats`,
 // the dashboard and psql can all use it at once. The URL goes to stdout (so that
 // `export DATABASE_URL=$(picket db url)` works); what happened goes to stderr.
+import { readFile, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import path from "node:path";
 import type { Command } from "commander";
-import { checkSchemaName, migrate, openPool, PicketError, startEmbeddedPostgres } from "../db/index.ts";
+import { checkSchemaName, handlerCoverage, migrate, openPool, PicketError, startEmbeddedPostgres } from "../db/index.ts";
 import { findEmbeddedPostgres, stopEmbeddedPostgresIn, type RunningEmbeddedPostgres } from "../db/embedded.ts";
 import { LOCAL_DATA_DIR, withStartLock } from "./database.ts";
 import { portOption } from "./shared.ts";
@@ -12,6 +15,37 @@ const say = (line: string) => process.stderr.write(`picket: ${line}\n`);
 
 const startedBy = (running: RunningEmbeddedPostgres): string =>
   running.kept ? "started by `picket db start`" : `started by picket process ${running.ownerPid}, and stopped when it ends`;
+
+// The port the last `db start` used, kept beside the data (the owner file goes with the server).
+// A worker holds the URL it was started with: a server restarted on another port would leave it
+// retrying a dead address forever, so `db start` takes the same port again when it is free.
+const LAST_PORT_FILE = path.join(path.dirname(LOCAL_DATA_DIR), "last-port");
+
+const portIsFree = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const probe = createServer();
+    probe.once("error", () => resolve(false));
+    probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
+  });
+
+const lastPort = async (): Promise<number | undefined> => {
+  const port = Number((await readFile(LAST_PORT_FILE, "utf8").catch(() => "")).trim());
+  return Number.isInteger(port) && port > 0 && port < 65_536 && (await portIsFree(port)) ? port : undefined;
+};
+
+/** How many live workers use the server at `url` (0 when that cannot be told, as on an unmigrated one). */
+const liveWorkersOn = async (url: string): Promise<number> => {
+  try {
+    const pool = await openPool({ connectionString: url, max: 1 });
+    try {
+      return (await handlerCoverage(pool)).liveWorkers;
+    } finally {
+      await pool.end();
+    }
+  } catch {
+    return 0;
+  }
+};
 
 /** The running server, when someone still answers for it (an orphan is not: `db start` replaces it). */
 const running = (): RunningEmbeddedPostgres | undefined => {
@@ -33,7 +67,9 @@ export const dbCommand = (program: Command): void => {
       const outcome = await withStartLock(async () => {
         const already = running();
         if (already) return { already };
-        const server = await startEmbeddedPostgres({ dataDir: LOCAL_DATA_DIR, keep: true, ...(options.port !== undefined ? { port: options.port } : {}) });
+        const port = options.port ?? (await lastPort());
+        const server = await startEmbeddedPostgres({ dataDir: LOCAL_DATA_DIR, keep: true, ...(port !== undefined ? { port } : {}) });
+        await writeFile(LAST_PORT_FILE, `${server.port}\n`);
         // Migrated as the worker migrates the embedded server it starts, so that `picket enqueue`
         // and `picket stats` work on it at once.
         try {
@@ -83,7 +119,15 @@ export const dbCommand = (program: Command): void => {
           `picket: the embedded PostgreSQL in .picket/pgdata was started by picket process ${found.ownerPid} for itself and stops when it ends: stop that process (kill -TERM ${found.ownerPid}).`,
         );
       }
+      // Workers on it are not stopped: they retry their connections until a server answers on its
+      // port again, which the next `db start` gives them. Say so, or they look silently wedged.
+      const workers = await liveWorkersOn(found.url);
       await stopEmbeddedPostgresIn(LOCAL_DATA_DIR);
       say(`stopped the embedded PostgreSQL in .picket/pgdata (process ${found.serverPid}); its data is kept`);
+      if (workers > 0) {
+        say(
+          `${workers} live worker(s) were using it: they keep retrying (and log connection errors) until \`picket db start\` brings it back on port ${found.port}, or until you stop them`,
+        );
+      }
     });
 };

@@ -17,6 +17,11 @@ interface EnqueueOptions extends DatabaseOptions {
 /** The spec's dedupe mode from --dedupe and --dedupe-window; the spec's own check then wants a key. */
 const dedupeMode = (options: EnqueueOptions): DedupeMode | undefined => {
   const { dedupe, dedupeWindow } = options;
+  // Said here in the command's own words: the spec's check would say `Add key: "..."`, an API name.
+  if ((dedupe !== undefined || dedupeWindow !== undefined) && options.key === undefined) {
+    const given = dedupeWindow !== undefined ? `--dedupe-window ${dedupeWindow}` : `--dedupe ${dedupe}`;
+    throw new Error(`${given} needs --key <key>: the dedupe mode says what another enqueue of the same key does`);
+  }
   if (dedupeWindow !== undefined) {
     if (dedupe !== undefined && dedupe !== "window") {
       throw new Error(`--dedupe-window goes with --dedupe window (or alone), not --dedupe ${dedupe}`);

@@ -2,6 +2,8 @@
 // with its file, line and column (Node's dynamic import of a .js module gives none), and a .ts
 // module on a Node that cannot strip types.
 import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { withoutPrefix } from "./error-message.ts";
 
 /** Node runs .ts files (type stripping) from 22.6 behind a flag, and by default from 22.18 and 23.6. */
@@ -42,6 +44,9 @@ const nodeMajorMinor = (version: string): [number, number] => {
   return [major, minor];
 };
 
+/** picket's own build output: `import "picket"` resolves there, by the package's exports, even inside its repository. */
+const OWN_DIST = path.resolve(fileURLToPath(import.meta.url), "../../../dist") + path.sep;
+
 /** The message for a tasks module `file` (as given) at `resolved` that failed to import with `error`. */
 export const explainLoadError = (file: string, resolved: string, error: unknown, nodeVersion: string = process.version): string => {
   const code = (error as { code?: unknown }).code;
@@ -53,6 +58,14 @@ export const explainLoadError = (file: string, resolved: string, error: unknown,
     return (
       `${prefix}: this Node (${nodeVersion}) cannot run a .ts file${old ? "" : " (type stripping is turned off)"}. ` +
       `Use Node ${TYPESCRIPT_NODE} or later (it runs TypeScript by stripping types), or compile the module to .js and pass that.`
+    );
+  }
+  // In a clone of picket's repository, `import ... from "picket"` resolves to dist/, which only
+  // `npm run build` makes: Node's words name a dist/index.js nobody wrote.
+  if (code === "ERR_MODULE_NOT_FOUND" && message.includes(OWN_DIST)) {
+    return (
+      `${prefix}: it imports "picket", which inside picket's own repository means the build in ${OWN_DIST} (not built). ` +
+      `Import from the sources instead ("${path.join(OWN_DIST, "..", "src", "index.ts")}", as examples/ do), or run \`npm run build\` first.`
     );
   }
   if (error instanceof SyntaxError) {

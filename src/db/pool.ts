@@ -119,11 +119,27 @@ export const probeConnection = (config: pg.ClientConfig, timeoutMs: number): Pro
  * once. (pg-pool lists its connections only in a field of its own, _clients.)
  */
 export const endPool = async (pool: pg.Pool, graceMs: number): Promise<void> => {
+  // pg-pool resolves end() once it has asked its idle connections to close, not once they have
+  // (it drops them from _clients at once): wait for each one's "remove", which comes when its
+  // socket has closed, or a caller that stops the server next sees them fail.
+  const clients = [...((pool as unknown as { _clients?: unknown[] })._clients ?? [])];
+  const open = new Set(clients);
+  const closed = new Promise<void>((resolve) => {
+    const onRemove = (client: unknown) => {
+      open.delete(client);
+      if (open.size === 0) (pool.off("remove", onRemove), resolve());
+    };
+    pool.on("remove", onRemove);
+    if (open.size === 0) (pool.off("remove", onRemove), resolve());
+  });
   const ended = pool.end();
   let timer: NodeJS.Timeout | undefined;
-  const late = await Promise.race([ended.then(() => false), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), graceMs)))]);
+  const late = await Promise.race([
+    Promise.all([ended, closed]).then(() => false),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), graceMs))),
+  ]);
   clearTimeout(timer);
   if (!late) return;
-  for (const client of (pool as unknown as { _clients?: unknown[] })._clients ?? []) destroySocket(client);
+  for (const client of open) destroySocket(client);
   await ended;
 };
