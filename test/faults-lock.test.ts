@@ -175,10 +175,12 @@ describe("a row locked by another session", () => {
       }
     };
     expect(await exitTime(["SIGTERM"], 1_000)).toBeLessThan(1_000 + 2_000);
-    expect(await exitTime(["SIGTERM", "SIGINT"], 60_000)).toBeLessThan(2_000);
+    // A forced drain ends in about a second; without force the 60 s deadline would hold it. The
+    // bound leaves room for a loaded machine's slow timers and process exit.
+    expect(await exitTime(["SIGTERM", "SIGINT"], 60_000)).toBeLessThan(5_000);
   }, 60_000);
 
-  it("lets the CLI worker exit on a second signal within 2 s while its start-up still waits for another migrator", async () => {
+  it("lets the CLI worker exit on a second signal within seconds while its start-up still waits for another migrator", async () => {
     const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
     const tasks = fileURLToPath(new URL("./fixtures/fault-tasks.ts", import.meta.url));
     // Another process is migrating this schema: the worker's own migration waits for its lock.
@@ -198,7 +200,10 @@ describe("a row locked by another session", () => {
       const secondAt = Date.now();
       child.kill("SIGTERM");
       expect(await exited).toBe(1);
-      expect(Date.now() - secondAt).toBeLessThan(2_000);
+      // The worker's fallback exits 1.8 s after the second signal; without it the process would
+      // wait for the migrator's lock (never released here). A loaded 2-core machine measured
+      // 2,060 ms against a 2 s bound: the bound says "does not hang", with room for the load.
+      expect(Date.now() - secondAt).toBeLessThan(5_000);
     } finally {
       await migrator.query("SELECT pg_advisory_unlock_all()");
     }
