@@ -77,14 +77,20 @@ export const withStartLock = async <T>(fn: () => Promise<T>): Promise<T> => {
   }
 };
 
+/** The server running in ./.picket/pgdata when someone still answers for it (an orphan is not: the next start replaces it). */
+export const answeredForServer = (): RunningEmbeddedPostgres | undefined => {
+  const found = findEmbeddedPostgres(LOCAL_DATA_DIR);
+  return found?.ownerAlive ? found : undefined;
+};
+
 /**
  * The server already running in ./.picket/pgdata, to connect to: a kept one (`picket db start`)
  * or one whose starting process still runs. An orphan (its process was SIGKILLed) is not shared:
  * nobody would stop it, so the next start stops it and starts one of its own.
  */
 const sharedServer = (): ResolvedDatabase | undefined => {
-  const running = findEmbeddedPostgres(LOCAL_DATA_DIR);
-  if (running === undefined || !running.ownerAlive) return undefined;
+  const running = answeredForServer();
+  if (running === undefined) return undefined;
   return { url: running.url, source: "embedded", dataDir: running.dataDir, shared: running, stop: async () => undefined };
 };
 

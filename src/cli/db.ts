@@ -8,7 +8,7 @@ import path from "node:path";
 import type { Command } from "commander";
 import { checkSchemaName, handlerCoverage, migrate, openPool, PicketError, startEmbeddedPostgres } from "../db/index.ts";
 import { findEmbeddedPostgres, stopEmbeddedPostgresIn, type RunningEmbeddedPostgres } from "../db/embedded.ts";
-import { LOCAL_DATA_DIR, withStartLock } from "./database.ts";
+import { answeredForServer, LOCAL_DATA_DIR, withStartLock } from "./database.ts";
 import { portOption } from "./shared.ts";
 
 const say = (line: string) => process.stderr.write(`picket: ${line}\n`);
@@ -47,12 +47,6 @@ const liveWorkersOn = async (url: string): Promise<number> => {
   }
 };
 
-/** The running server, when someone still answers for it (an orphan is not: `db start` replaces it). */
-const running = (): RunningEmbeddedPostgres | undefined => {
-  const found = findEmbeddedPostgres(LOCAL_DATA_DIR);
-  return found?.ownerAlive ? found : undefined;
-};
-
 export const dbCommand = (program: Command): void => {
   const db = program
     .command("db")
@@ -65,7 +59,7 @@ export const dbCommand = (program: Command): void => {
     .action(async (options: { schema: string; port?: number }) => {
       // Under the start lock, as every command starts the server: one started at this instant is found.
       const outcome = await withStartLock(async () => {
-        const already = running();
+        const already = answeredForServer();
         if (already) return { already };
         const port = options.port ?? (await lastPort());
         const server = await startEmbeddedPostgres({ dataDir: LOCAL_DATA_DIR, keep: true, ...(port !== undefined ? { port } : {}) });
@@ -99,7 +93,7 @@ export const dbCommand = (program: Command): void => {
   db.command("url")
     .description("print the running embedded PostgreSQL's URL (with its password), for psql or DATABASE_URL")
     .action(() => {
-      const found = running();
+      const found = answeredForServer();
       if (!found) throw new PicketError("picket: no embedded PostgreSQL is running in .picket/pgdata: start one with `picket db start`.");
       process.stdout.write(`${found.url}\n`);
     });
