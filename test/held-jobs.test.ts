@@ -120,7 +120,7 @@ describe("renewal rounds", () => {
     const [applied, busy, stolen, finishing] = held.claimed([job("a"), job("a"), job("a"), job("a")], 0);
     handle(finishing!).state = "completing";
     const results: FencedResult[] = [
-      { id: applied!.job.id, outcome: "applied", status: "processing", runAt: new Date(), lockUntil: new Date() },
+      { id: applied!.job.id, outcome: "applied", status: "processing"},
       { id: busy!.job.id, outcome: "busy" },
       { id: stolen!.job.id, outcome: "fenced" },
       { id: finishing!.job.id, outcome: "fenced" },
@@ -148,7 +148,7 @@ describe("renewal rounds", () => {
   it("never moves a confirmation back", () => {
     const { held } = setup();
     const [entry] = held.claimed([job("a")], 500);
-    held.renewed([entry!], [{ id: entry!.job.id, outcome: "applied", status: "processing", runAt: new Date(), lockUntil: new Date() }], 400);
+    held.renewed([entry!], [{ id: entry!.job.id, outcome: "applied", status: "processing"}], 400);
     expect(entry!.confirmedAt).toBe(500);
   });
 });

@@ -5,7 +5,7 @@ import type { Claim, FencedResult } from "../src/db/index.ts";
 import { createWriteBatcher } from "../src/runtime/write-batcher.ts";
 
 const claim = (n: number): Claim => ({ id: String(n), token: `token-${n}` });
-const applied = (id: string): FencedResult => ({ id, outcome: "applied", status: "completed", runAt: new Date(0), lockUntil: null });
+const applied = (id: string): FencedResult => ({ id, outcome: "applied", status: "completed"});
 
 describe("the write batcher", () => {
   it("splits one turn's writes into statements of at most maxBatch, in order, each caller getting its own result", async () => {

@@ -23,34 +23,36 @@ export interface Claim {
  *   was written; the claim was still ours when the statement began. Try again later.
  */
 export type FencedResult =
-  | { id: JobId; outcome: "applied"; status: JobStatus; runAt: Date; lockUntil: Date | null }
+  | { id: JobId; outcome: "applied"; status: JobStatus }
   | { id: JobId; outcome: "fenced" }
   | { id: JobId; outcome: "cancelled" }
   | { id: JobId; outcome: "busy" };
 
 // THE FENCE. Every write after a claim matches the row by id, the claim's token, and
-// status = 'processing', and by nothing else; `c` is the batch of claims the write is made under.
-export const fence = (row: string): string => `${row}.id = c.id AND ${row}.claim_token = c.token AND ${row}.status = 'processing'`;
+// status = 'processing', and by nothing else; `token` is the SQL for the token of the claim the
+// write is made under, for that row.
+export const fence = (row: string, token: string): string => `${row}.claim_token = ${token} AND ${row}.status = 'processing'`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const ID = /^[1-9][0-9]{0,18}$/;
 
-/** A per-claim value bound as an extra array column of the batch. */
+/** A per-claim value the write reads: JSON (jsonb), text, or an integer. */
 interface Column<T> {
   name: string;
-  sqlType: string;
-  value: (item: T) => unknown;
+  sqlType: "jsonb" | "text" | "int";
+  /** JSON text for jsonb, a string for text, a number for int; null or undefined for SQL NULL. */
+  value: (item: T) => string | number | null | undefined;
 }
 
-/** Error text as it can be stored: never empty, without NUL characters. */
+/** Error text as it can be stored: never empty, without NUL characters or lone surrogates. */
 const errorText = (error: unknown): string => {
   const text = typeof error === "string" ? error : String(error ?? "");
-  return text.replaceAll("\u0000", "") || "unknown error";
+  return text.replaceAll("\u0000", "").toWellFormed() || "unknown error";
 };
 
 /**
- * Builds a fenced batch write: one UPDATE for any number of claims, whose SET may read the
- * row (j) and the claim's own values (c.<column>). Returns, per claim in input order, whether it
- * applied.
+ * Builds a fenced batch write: one statement for any number of claims, whose SET may read the row
+ * (j) and the claim's own values (`col(name)`). Returns, per claim in input order, what it did.
  *
  * The rows are locked first, in id order and skipping rows another session has locked, and only
  * the rows locked are written: a batch never waits on a row lock, so one row held by an operator
@@ -59,71 +61,120 @@ const errorText = (error: unknown): string => {
  * (a lost claim never comes back: tokens are not reused). A locked row the fence refused is reported
  * cancelled when it was cancelled under this claim: the lock returns the row's newest version, so
  * a cancel that committed while the statement ran is seen (cancelJob keeps the token on the row).
+ *
+ * Invariant 14: no plan of it depends on statistics. Each claim's row is locked through a LATERAL
+ * probe of the primary key ($1, the ids, in order); the write reaches its rows by `id = ANY` on the
+ * primary key; nothing joins the written table to the batch (a generic plan did, with a hash join
+ * over the whole table or a nested loop comparing every claim with every row). Each row's token and
+ * values come from $2, a JSON object keyed by id, looked up per row in O(log n).
  */
 const fencedWrite = <T extends Claim>(
   statement: string,
   columns: Column<T>[],
-  set: (schema: string) => string,
+  set: (schema: string, col: (name: string) => string) => string,
   value: (item: T) => T = (item) => item,
 ) => {
-  const sql = perSchema((schema) => {
-    const params = columns.map((col, i) => `$${i + 3}::${col.sqlType}[]`);
-    const names = columns.map((col) => `, ${col.name}`).join("");
-    // The claims drive every join (the unnest first, each row found by primary key): a plan that
-    // matched the batch against the rows another way compared every row with every claim (a
-    // generic plan did, at 3x the cost per job).
-    return `
-  WITH locked AS (
-    SELECT c.*, l.status AS row_status, l.claim_token AS row_token
-    FROM unnest($1::bigint[], $2::uuid[]${params.map((p) => `, ${p}`).join("")}) AS c(id, token${names})
-    JOIN ${schema}.jobs AS l ON l.id = c.id
-    ORDER BY l.id
-    FOR UPDATE OF l SKIP LOCKED
+  const claimOf = (row: string) => `($2::jsonb -> ${row}.id::text)`;
+  const tokenOf = (row: string) => `(${claimOf(row)} ->> 't')::uuid`;
+  const col = (name: string): string => {
+    const column = columns.find((c) => c.name === name);
+    if (column === undefined) throw new Error(`picket: fenced write ${statement} has no column ${name}`);
+    return column.sqlType === "jsonb" ? `(${claimOf("j")} -> '${name}')` : `(${claimOf("j")} ->> '${name}')::${column.sqlType}`;
+  };
+  const sql = perSchema(
+    (schema) => `
+  WITH c AS (
+    SELECT c.id, c.token, l.id IS NOT NULL AS locked, coalesce(${fence("l", "c.token")}, false) AS live,
+           l.status AS row_status, l.claim_token AS row_token
+    FROM (SELECT c.id, ${tokenOf("c")} AS token FROM unnest($1::bigint[]) AS c(id)) AS c
+    LEFT JOIN LATERAL (
+      SELECT l.id, l.status, l.claim_token FROM ${schema}.jobs AS l WHERE l.id = c.id FOR UPDATE SKIP LOCKED
+    ) AS l ON true
   ), written AS (
-    UPDATE ${schema}.jobs AS j SET ${set(schema)}
-    FROM locked AS c
-    WHERE ${fence("j")}
-    RETURNING j.id, c.token, j.status, j.run_at AS "runAt", j.lock_until AS "lockUntil"
+    UPDATE ${schema}.jobs AS j SET ${set(schema, col)}
+    WHERE j.id = ANY (ARRAY(SELECT c.id FROM c WHERE c.live))
+      AND ${fence("j", tokenOf("j"))}
+    RETURNING j.id, ${tokenOf("j")} AS token, j.status
   )
-  SELECT id, token, status, "runAt", "lockUntil" FROM written
+  SELECT id, token, status FROM written
   UNION ALL
-  SELECT c.id, c.token, 'cancelled', NULL, NULL FROM locked AS c
-  WHERE c.row_status = 'cancelled' AND c.row_token = c.token
+  SELECT c.id, c.token, 'cancelled' FROM c WHERE c.locked AND c.row_status = 'cancelled' AND c.row_token = c.token
   UNION ALL
-  SELECT c.id, c.token, NULL, NULL, NULL FROM unnest($1::bigint[], $2::uuid[]) AS c(id, token)
-  WHERE NOT EXISTS (SELECT 1 FROM locked WHERE locked.id = c.id)
-    AND EXISTS (SELECT 1 FROM ${schema}.jobs AS s WHERE ${fence("s")})`;
-  });
+  SELECT c.id, c.token, NULL FROM c
+  WHERE NOT c.locked AND EXISTS (SELECT 1 FROM ${schema}.jobs AS s WHERE s.id = c.id AND ${fence("s", "c.token")})`,
+  );
+  /** The batch as bound: ids in lock order, and the claims' tokens and values keyed by id. */
+  const bind = (items: readonly T[]): [string[], string] => {
+    const ids: string[] = [];
+    const entries: string[] = [];
+    for (const item of items) {
+      const id = String(item.id);
+      // A malformed id or token binds nothing: the fence never matches it, so such a write reports
+      // fenced instead of applying unfenced or failing the whole batch.
+      if (!ID.test(id) || typeof item.token !== "string" || !UUID.test(item.token)) continue;
+      ids.push(id);
+      let entry = `"t":"${item.token}"`;
+      for (const column of columns) {
+        const v = column.value(item);
+        if (v === null || v === undefined) continue;
+        entry += `,"${column.name}":${column.sqlType === "jsonb" ? v : JSON.stringify(v)}`;
+      }
+      entries.push(`"${id}":{${entry}}`);
+    }
+    ids.sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
+    return [ids, `{${entries.join(",")}}`];
+  };
+  const run = async (db: Queryable, items: readonly T[], options: StatementOptions): Promise<Map<string, { token: string; status: JobStatus | null }>> => {
+    const [ids, claims] = bind(items);
+    const found = new Map<string, { token: string; status: JobStatus | null }>();
+    if (ids.length === 0) return found;
+    const schema = options.schema ?? DEFAULT_SCHEMA;
+    const { rows } = await runStatement<{ id: JobId; token: string; status: JobStatus | null }>(
+      db,
+      { name: `picket_${statement}_${schema}`, text: sql(schema), values: [ids, claims] },
+      options,
+    );
+    for (const row of rows) found.set(`${row.id}/${row.token}`, row);
+    return found;
+  };
   return async (db: Queryable, items: readonly T[], options: StatementOptions = {}): Promise<FencedResult[]> => {
     if (items.length === 0) return [];
     const bound = items.map(value);
-    const schema = options.schema ?? DEFAULT_SCHEMA;
-    const { rows } = await runStatement<{ id: JobId; token: string; status: JobStatus | null; runAt: Date; lockUntil: Date | null }>(
-      db,
-      {
-        name: `picket_${statement}_${schema}`,
-        text: sql(schema),
-        values: [
-          bound.map((item) => (/^[1-9][0-9]{0,18}$/.test(String(item.id)) ? String(item.id) : "0")),
-          // A missing or malformed token binds NULL, which the fence never matches: such a write
-          // reports fenced instead of applying unfenced or failing the whole batch.
-          bound.map((item) => (typeof item.token === "string" && UUID.test(item.token) ? item.token : null)),
-          ...columns.map((col) => bound.map(col.value)),
-        ],
-      },
-      options,
-    );
+    // One claim per job in a statement (the claims are keyed by id): a stale claim batched with
+    // the live one of the same job is written in a statement of its own.
+    const seen = new Set<string>();
+    const first = bound.filter((item) => !seen.has(String(item.id)) && seen.add(String(item.id)));
+    const found = await run(db, first, options);
+    if (first.length < bound.length) {
+      for (const [key, row] of await fencedWriteRest(bound, first, (rest) => run(db, rest, options))) found.set(key, row);
+    }
     // Matched by id and token: a stale claim batched with the live one must not read as applied.
-    const found = new Map(rows.map((row) => [`${row.id}/${row.token}`, row]));
     return items.map((item): FencedResult => {
       const row = found.get(`${item.id}/${item.token}`);
       if (row === undefined) return { id: item.id, outcome: "fenced" };
       if (row.status === null) return { id: item.id, outcome: "busy" };
       // (A written row is never cancelled: the fence matched it processing.)
       if (row.status === "cancelled") return { id: item.id, outcome: "cancelled" };
-      return { id: item.id, outcome: "applied", status: row.status, runAt: row.runAt, lockUntil: row.lockUntil };
+      return { id: item.id, outcome: "applied", status: row.status };
     });
   };
+};
+
+/** The claims left out of a batch's first statement (a second claim of a job), written one statement per repeat. */
+const fencedWriteRest = async <T extends Claim, R>(
+  all: readonly T[],
+  first: readonly T[],
+  write: (items: T[]) => Promise<Map<string, R>>,
+): Promise<Map<string, R>> => {
+  const found = new Map<string, R>();
+  let rest = all.filter((item) => !first.includes(item));
+  while (rest.length > 0) {
+    const seen = new Set<string>();
+    const batch = rest.filter((item) => !seen.has(String(item.id)) && seen.add(String(item.id)));
+    for (const [key, row] of await write(batch)) found.set(key, row);
+    rest = rest.filter((item) => !batch.includes(item));
+  }
+  return found;
 };
 
 /** Each item's JSON value checked and serialised once, before any row is touched. */
@@ -134,8 +185,8 @@ const withJson =
 /** Completed, with the handler's result (any JSON value) if it returned one. */
 export const completeJobs = fencedWrite<Claim & { result?: unknown }>(
   "complete",
-  [{ name: "result", sqlType: "jsonb", value: (item) => item.result }],
-  () => `status = 'completed', result = c.result, finished_at = now(), lock_until = NULL, updated_at = now()`,
+  [{ name: "result", sqlType: "jsonb", value: (item) => item.result as string | null }],
+  (_, col) => `status = 'completed', result = ${col("result")}, finished_at = now(), lock_until = NULL, updated_at = now()`,
   withJson("result", "job's result"),
 );
 
@@ -143,17 +194,17 @@ export const completeJobs = fencedWrite<Claim & { result?: unknown }>(
 type Failure = Claim & { error: string; stack?: string };
 const failureColumns: Column<Failure>[] = [
   { name: "error", sqlType: "text", value: (item) => errorText(item.error) },
-  { name: "stack", sqlType: "text", value: (item) => (typeof item.stack === "string" && item.stack !== "" ? item.stack.replaceAll("\u0000", "") : null) },
+  { name: "stack", sqlType: "text", value: (item) => (typeof item.stack === "string" && item.stack !== "" ? item.stack.replaceAll("\u0000", "").toWellFormed() : null) },
 ];
 
 /** A failed attempt: pending again after the backoff, or dead when the attempts are spent. */
-export const failJobs = fencedWrite<Failure>("fail", failureColumns, (schema) => unfinishedAttemptSet(schema, "c.error", "c.stack"));
+export const failJobs = fencedWrite<Failure>("fail", failureColumns, (schema, col) => unfinishedAttemptSet(schema, col("error"), col("stack")));
 
 /** A permanent failure: dead now, whatever attempts remain. */
 export const deadLetterJobs = fencedWrite<Failure>(
   "dead_letter",
   failureColumns,
-  (schema) => `status = 'dead', finished_at = now(), lock_until = NULL, ${errorSet(schema, "c.error", "c.stack")}, updated_at = now()`,
+  (schema, col) => `status = 'dead', finished_at = now(), lock_until = NULL, ${errorSet(schema, col("error"), col("stack"))}, updated_at = now()`,
 );
 
 /** A lease to grant again: a positive integer of milliseconds, checked before any row is touched. */
@@ -172,10 +223,10 @@ const checkLease = <T extends Claim & { leaseMs: number }>(item: T): T => {
 export const reportProgress = fencedWrite<Claim & { progress: unknown; leaseMs: number }>(
   "progress",
   [
-    { name: "progress", sqlType: "jsonb", value: (item) => item.progress },
+    { name: "progress", sqlType: "jsonb", value: (item) => item.progress as string | null },
     { name: "lease_ms", sqlType: "int", value: (item) => item.leaseMs },
   ],
-  () => `progress = c.progress, lock_until = clock_timestamp() + c.lease_ms * interval '1 millisecond', updated_at = now()`,
+  (_, col) => `progress = ${col("progress")}, lock_until = clock_timestamp() + ${col("lease_ms")} * interval '1 millisecond', updated_at = now()`,
   (item) => withJson("progress", "progress value")(checkLease(item)),
 );
 
@@ -189,7 +240,7 @@ export const reportProgress = fencedWrite<Claim & { progress: unknown; leaseMs: 
 export const renewLeases = fencedWrite<Claim & { leaseMs: number }>(
   "renew",
   [{ name: "lease_ms", sqlType: "int", value: (item) => item.leaseMs }],
-  () => `lock_until = clock_timestamp() + c.lease_ms * interval '1 millisecond', updated_at = now()`,
+  (_, col) => `lock_until = clock_timestamp() + ${col("lease_ms")} * interval '1 millisecond', updated_at = now()`,
   checkLease,
 );
 

@@ -50,11 +50,17 @@ export const unreachable = (connectionString: string, error: unknown): DatabaseU
  * - Each prepared statement is planned once per connection. picket's statements are written to
  *   have a good plan without their parameters' values (test/explain.test.ts plans them so); left
  *   to choose, PostgreSQL re-plans the claim at every call (~0.3 ms of a ~1 ms claim).
+ * - Sequential scans are the planner's last resort (invariant 14). A plan made once is kept for the
+ *   connection's life, and one made while the job table was new (under ten pages, never analyzed)
+ *   priced a scan of the whole table below ten index probes: that plan read all 100,000 rows of
+ *   the table at every claim and completion once they had arrived (test/explain.test.ts). picket's
+ *   statements reach their rows through an index or a LATERAL probe, never by a join the planner
+ *   might turn into a scan; a query with no index to use still scans.
  * - A statement or lock wait is cut off by the server at the same bound picket's own timer keeps
  *   (src/db/statement.ts), so a worker killed mid-statement leaves nothing waiting to commit later.
  */
 const sessionSettings = (statementTimeoutMs: number): string =>
-  `-c plan_cache_mode=force_generic_plan -c statement_timeout=${statementTimeoutMs} -c lock_timeout=${statementTimeoutMs}`;
+  `-c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c statement_timeout=${statementTimeoutMs} -c lock_timeout=${statementTimeoutMs}`;
 
 /**
  * Opens a pool and proves it can connect, so a bad DATABASE_URL fails at start with a clear

@@ -70,7 +70,7 @@ const recordSql = perSchema(
     SELECT j.id, j.status, j.claim_token FROM ${schema}.jobs AS j, c WHERE j.id = c.id FOR SHARE OF j SKIP LOCKED
   ), inserted AS (
     INSERT INTO ${schema}.job_steps (job_id, name, result, attempt, claim_token)
-    SELECT j.id, $3::text, $4::jsonb, $5::int, c.token FROM locked AS j, c WHERE ${fence("j")}
+    SELECT j.id, $3::text, $4::jsonb, $5::int, c.token FROM locked AS j, c WHERE j.id = c.id AND ${fence("j", "c.token")}
     ON CONFLICT (job_id, name) DO NOTHING
     RETURNING job_id
   )
@@ -78,7 +78,7 @@ const recordSql = perSchema(
   FROM locked AS l CROSS JOIN c
   UNION ALL
   SELECT 'busy', true, false FROM c
-  WHERE NOT EXISTS (SELECT 1 FROM locked) AND EXISTS (SELECT 1 FROM ${schema}.jobs AS s WHERE ${fence("s")})`,
+  WHERE NOT EXISTS (SELECT 1 FROM locked) AND EXISTS (SELECT 1 FROM ${schema}.jobs AS s WHERE s.id = c.id AND ${fence("s", "c.token")})`,
 );
 
 /**

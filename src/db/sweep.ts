@@ -25,24 +25,30 @@ export interface SweptJob {
 // now, and the UPDATE re-checks the predicate on the row it writes. The sweeping worker names the
 // claims it holds and is renewing ($2): it never reclaims those, even when their lease ran out on
 // the server while it could not reach it (their outcome is on its way, and the fence decides).
+// Invariant 14: the rows are reached through the sweep index and then by `id = ANY` on the
+// primary key, never by a join of the table with the stale set (see claim.ts). The lost claim is
+// the row's own, read before it is written over: the SET sees it as j's old values, and the
+// RETURNING list (which sees the new ones) reads it from a map of the stale rows by id.
 const sweepSql = perSchema(
   (schema) => `
   WITH stale AS (
-    SELECT s.id, s.claim_token, s.locked_by, s.lock_until
+    SELECT s.id, s.claim_token, s.locked_by
     FROM ${schema}.jobs AS s
     WHERE s.status = 'processing' AND s.lock_until < now() AND s.claim_token <> ALL ($2::uuid[])
     ORDER BY s.lock_until
     LIMIT $1
     FOR UPDATE SKIP LOCKED
+  ), lost AS (
+    SELECT jsonb_object_agg(stale.id::text, jsonb_build_array(stale.claim_token, stale.locked_by)) AS claims FROM stale
   )
   UPDATE ${schema}.jobs AS j
   SET ${unfinishedAttemptSet(
     schema,
-    `format('lease expired: claim %s by %s was not renewed after %s', stale.claim_token, coalesce(stale.locked_by, 'an unknown worker'), stale.lock_until)`,
+    `format('lease expired: claim %s by %s was not renewed after %s', j.claim_token, coalesce(j.locked_by, 'an unknown worker'), j.lock_until)`,
   )}
-  FROM stale
-  WHERE j.id = stale.id AND j.status = 'processing' AND j.lock_until < now() AND j.claim_token <> ALL ($2::uuid[])
-  RETURNING j.id, j.type, j.status, j.attempts, j.run_at AS "runAt", stale.claim_token AS "lostToken", stale.locked_by AS "lostBy"`,
+  WHERE j.id = ANY (ARRAY(SELECT stale.id FROM stale)) AND j.status = 'processing' AND j.lock_until < now() AND j.claim_token <> ALL ($2::uuid[])
+  RETURNING j.id, j.type, j.status, j.attempts, j.run_at AS "runAt",
+            ((SELECT claims FROM lost) -> j.id::text ->> 0) AS "lostToken", ((SELECT claims FROM lost) -> j.id::text ->> 1) AS "lostBy"`,
 );
 
 /**

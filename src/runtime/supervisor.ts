@@ -11,6 +11,7 @@ import {
   claimLimited,
   deleteFinishedJobs,
   describeConnection,
+  drawClaimSeed,
   drawClaimTokens,
   endPool,
   giveBackUnreturnedClaims,
@@ -61,7 +62,7 @@ const RELEASE_GRACE_MS = 1_000;
  */
 const STOP_STEP_MS = 250;
 
-/** Most tokens of unanswered claims kept to give back (a claim gives out at most a few dozen). */
+/** Most seeds, and most tokens, of unanswered claims kept to give back. */
 const MAX_UNRETURNED_TOKENS = 10_000;
 
 /** The health check's own connection must answer within this. */
@@ -78,6 +79,12 @@ const stateText = (value: unknown): string =>
 
 const STALL_TICK_MS = 100;
 const STALL_MIN_MS = 50;
+
+/** What one poll's claim drew: the fast claim's seed, and the slow claim's tokens when it ran. */
+interface ClaimDraw {
+  seed: string;
+  tokens: string[];
+}
 
 export interface SupervisorStats {
   /** Job machines alive: handlers running, and jobs whose outcome is still being written. */
@@ -125,10 +132,11 @@ export class Supervisor {
   /** The health check's database probe in flight, shared by the checks that arrive meanwhile. */
   private databaseProbe: Promise<string | null> | undefined;
   /**
-   * Tokens of claims whose reply never arrived (the statement failed or was cancelled, perhaps
-   * after it committed): their jobs, if any, are given back before the next claim.
+   * Claims whose reply never arrived (the statement failed or was cancelled, perhaps after it
+   * committed): the fast claims' seeds and the slow claims' tokens. Their jobs, if any, are given
+   * back before the next claim.
    */
-  private unreturned: string[] = [];
+  private unreturned: { seeds: string[]; tokens: string[] } = { seeds: [], tokens: [] };
   /** Tasks with cluster-wide limits: their jobs are claimed by the slow claim only. */
   private readonly limitedTypes: ReadonlySet<string>;
   /** Queued work may be ready (a NOTIFY said so, a queued or limited job ended, the last slow claim took some): run the slow claim at the next poll. */
@@ -490,15 +498,18 @@ export class Supervisor {
 
   /** One claim, timed from `sentAt`: its round trip feeds the mean that sizes the buffer. */
   private async claim(wants: ClaimWant[], total: number, sentAt: number, signal: AbortSignal): Promise<ClaimedJob[]> {
-    const tokens = drawClaimTokens(total);
+    const drawn: ClaimDraw = { seed: drawClaimSeed(), tokens: [] };
     try {
-      const jobs = await this.metrics.timed("claim", () => this.claimFastAndSlow(wants, total, tokens, signal));
+      const jobs = await this.metrics.timed("claim", () => this.claimFastAndSlow(wants, total, drawn, signal));
       this.held.claimTook(performance.now() - sentAt);
       return jobs;
     } catch (error) {
       // The claim may have committed before it failed (its reply lost, or a cancel too late). Kept
       // bounded through a long outage, when every poll fails: the oldest are left to the sweep.
-      this.unreturned = [...this.unreturned, ...tokens].slice(-MAX_UNRETURNED_TOKENS);
+      this.unreturned = {
+        seeds: [...this.unreturned.seeds, drawn.seed].slice(-MAX_UNRETURNED_TOKENS),
+        tokens: [...this.unreturned.tokens, ...drawn.tokens].slice(-MAX_UNRETURNED_TOKENS),
+      };
       throw error;
     }
   }
@@ -514,13 +525,13 @@ export class Supervisor {
    * claim per poll interval and nothing to any claim. The slow claim goes first so that a stream
    * of plain jobs cannot crowd queued ones out; the fast claim gets what is left.
    */
-  private async claimFastAndSlow(wants: ClaimWant[], total: number, tokens: string[], signal: AbortSignal): Promise<ClaimedJob[]> {
+  private async claimFastAndSlow(wants: ClaimWant[], total: number, drawn: ClaimDraw, signal: AbortSignal): Promise<ClaimedJob[]> {
     const options = { ...this.statements, signal };
     const fastWants = this.limitedTypes.size === 0 ? wants : wants.filter((want) => !this.limitedTypes.has(want.type));
     const now = performance.now();
     const limitedWanted = wants.some((want) => want.limit > 0 && this.limitedTypes.has(want.type));
     if (!limitedWanted && !this.queuedWorkDue && now - this.lastSlowClaimAt < this.config.pollIntervalMs) {
-      return fastWants.length === 0 ? [] : claimJobs(this.pool!, this.config.workerId, fastWants, { ...options, total, tokens });
+      return fastWants.length === 0 ? [] : claimJobs(this.pool!, this.config.workerId, fastWants, { ...options, total, seed: drawn.seed });
     }
     this.queuedWorkDue = false;
     this.lastSlowClaimAt = now;
@@ -532,10 +543,11 @@ export class Supervisor {
         ...(task?.rateLimit !== undefined ? { rateLimit: task.rateLimit } : {}),
       };
     });
+    drawn.tokens = drawClaimTokens(total);
     const slow: LimitedClaimedJob[] = await claimLimited(this.pool!, this.config.workerId, slowWants, {
       ...options,
       total,
-      tokens,
+      tokens: drawn.tokens,
       queues: this.config.queues,
     });
     for (const job of slow) this.slowClaimed.add(job);
@@ -546,8 +558,7 @@ export class Supervisor {
     for (const job of slow) takenByType.set(job.type, (takenByType.get(job.type) ?? 0) + 1);
     const rest = fastWants.map((want) => ({ ...want, limit: Math.max(0, want.limit - (takenByType.get(want.type) ?? 0)) }));
     if (rest.length === 0) return slow;
-    // The slow claim gave out the first tokens, one per job; the fast claim gives out the rest.
-    const fast = await claimJobs(this.pool!, this.config.workerId, rest, { ...options, total: left, tokens: tokens.slice(slow.length) });
+    const fast = await claimJobs(this.pool!, this.config.workerId, rest, { ...options, total: left, seed: drawn.seed });
     return [...slow, ...fast];
   }
 
@@ -558,8 +569,8 @@ export class Supervisor {
    */
   private async giveBackUnreturned(timeoutMs: number, signal: AbortSignal = this.lifetime.signal): Promise<void> {
     try {
-      const ids = await giveBackUnreturnedClaims(this.pool!, this.unreturned, { ...this.statements, timeoutMs, signal });
-      this.unreturned = [];
+      const ids = await giveBackUnreturnedClaims(this.pool!, { workerId: this.config.workerId, ...this.unreturned }, { ...this.statements, timeoutMs, signal });
+      this.unreturned = { seeds: [], tokens: [] };
       if (ids.length > 0) this.logger.warn({ jobs: ids }, `a claim's reply never arrived: gave back ${ids.length} job(s) it had taken, unrun and uncharged`);
     } catch (error) {
       this.logger.debug({ err: error }, "could not yet give back the jobs of a claim whose reply never arrived; trying again before the next claim");

@@ -24,7 +24,7 @@ export interface PathVocabulary {
 }
 
 const writeOutcomes = (statuses: string[], vocabulary: PathVocabulary): PathEvent[] => [
-  ...statuses.map((status) => ({ type: "xstate.done.actor.write", output: { id: "1", outcome: "applied", status, runAt: new Date(), lockUntil: null } })),
+  ...statuses.map((status) => ({ type: "xstate.done.actor.write", output: { id: "1", outcome: "applied", status } })),
   { type: "xstate.done.actor.write", output: { id: "1", outcome: "fenced" } },
   { type: "xstate.done.actor.write", output: { id: "1", outcome: "cancelled" } },
   { type: "xstate.error.actor.write", error: new Error("write failed") },
