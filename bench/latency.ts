@@ -1,15 +1,20 @@
 // Latency: an idle worker; jobs enqueued one at a time from another connection; the time from
 // the enqueue call to the handler's first line, over 200 jobs (both ends on this process's clock).
-// Usage: node bench/latency.ts --url <database url> [--jobs 200]
+// Usage: node bench/latency.ts --url <database url> [--jobs 200] [--synchronous-commit on|off]
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { createLogger, createSupervisor, defineTask, enqueueJob, migrate } from "../src/index.ts";
-import { percentile, report } from "./lib/db.ts";
+import { percentile, report, setSynchronousCommit } from "./lib/db.ts";
 
-const { values } = parseArgs({ options: { url: { type: "string" }, jobs: { type: "string", default: "200" } } });
+const { values } = parseArgs({ options: { url: { type: "string" }, jobs: { type: "string", default: "200" }, "synchronous-commit": { type: "string", default: "on" } } });
+// Set on the database before any other connection opens: the enqueuer's and the worker's alike.
+const synchronousCommit = values["synchronous-commit"] === "off" ? "off" : "on";
+await setSynchronousCommit(values.url!, synchronousCommit);
 const jobs = Number(values.jobs);
 const client = new pg.Client({ connectionString: values.url });
 await client.connect();
+// What the enqueuer's connection really runs with (the worker's connections open after it, alike).
+const { rows: [setting] } = await client.query("SHOW synchronous_commit");
 await migrate(client);
 const enqueuedAt = new Map<number, number>();
 const latencies: number[] = [];
@@ -34,4 +39,4 @@ for (let n = 0; n < jobs; n++) {
 await supervisor.stop();
 await client.end();
 const sorted = [...latencies].sort((a, b) => a - b);
-report({ jobs, p50Ms: percentile(sorted, 50), p95Ms: percentile(sorted, 95), maxMs: sorted.at(-1) });
+report({ jobs, synchronousCommit: setting.synchronous_commit, p50Ms: percentile(sorted, 50), p95Ms: percentile(sorted, 95), maxMs: sorted.at(-1) });

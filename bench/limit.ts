@@ -1,22 +1,37 @@
 // The limit: the same drain as bench/throughput.ts done by a bare loop over picket's own claim and
 // complete statements, with no handler, no machine and no runtime: the ceiling of this server.
-// Usage: node bench/limit.ts --url <database url> --jobs 100000 [--batch 200] [--connections 4]
+// Also the drain's costs per job (bench/lib/costs.ts); tables never analyzed unless --analyze.
+// Usage: node bench/limit.ts --url <database url> --jobs 100000 [--batch 200] [--connections 4] [--analyze]
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { claimJobs, completeJobs, enqueueJobs, migrate } from "../src/index.ts";
-import { report } from "./lib/db.ts";
+import { openMeter } from "./lib/costs.ts";
+import { analyzeSchema, disableAutovacuum, report } from "./lib/db.ts";
 
 const { values } = parseArgs({
-  options: { url: { type: "string" }, jobs: { type: "string", default: "100000" }, batch: { type: "string", default: "200" }, connections: { type: "string", default: "4" } },
+  options: {
+    url: { type: "string" },
+    jobs: { type: "string", default: "100000" },
+    batch: { type: "string", default: "200" },
+    connections: { type: "string", default: "4" },
+    analyze: { type: "boolean", default: false },
+  },
 });
 const jobs = Number(values.jobs);
 const batch = Number(values.batch);
-const pool = new pg.Pool({ connectionString: values.url, max: Number(values.connections) + 1 });
-await migrate(pool);
-for (let i = 0; i < jobs; i += 10_000) await enqueueJobs(pool, Array.from({ length: Math.min(10_000, jobs - i) }, () => ({ type: "noop" })));
-await pool.query("ANALYZE picket.jobs");
+const setup = new pg.Pool({ connectionString: values.url, max: 4 });
+await migrate(setup);
+if (!values.analyze) await disableAutovacuum(setup, "picket");
+for (let i = 0; i < jobs; i += 10_000) await enqueueJobs(setup, Array.from({ length: Math.min(10_000, jobs - i) }, () => ({ type: "noop" })));
+if (values.analyze) await analyzeSchema(setup, "picket");
+// The enqueue's connections close before the drain's costs are measured.
+await setup.end();
+
 const want = { type: "noop", limit: batch, leaseMs: 30_000, backoffBaseMs: 1_000, backoffMaxMs: 3_600_000 };
-const { rows: [start] } = await pool.query("SELECT clock_timestamp() AS t");
+const meter = await openMeter(values.url!);
+await meter.start();
+const { rows: [start] } = await meter.query("SELECT clock_timestamp() AS t");
+const pool = new pg.Pool({ connectionString: values.url, max: Number(values.connections) });
 await Promise.all(
   Array.from({ length: Number(values.connections) }, async () => {
     for (;;) {
@@ -32,7 +47,9 @@ await Promise.all(
     }
   }),
 );
-const { rows: [end] } = await pool.query("SELECT max(finished_at) AS t, count(*) FILTER (WHERE status = 'completed')::int AS n FROM picket.jobs");
 await pool.end();
+const { rows: [end] } = await meter.query("SELECT max(finished_at) AS t, count(*) FILTER (WHERE status = 'completed')::int AS n FROM picket.jobs");
+const costs = await meter.stop(end.n);
+await meter.end();
 const seconds = (end.t.getTime() - start.t.getTime()) / 1000;
-report({ jobs: end.n, seconds, jobsPerSecond: end.n / seconds });
+report({ jobs: end.n, seconds, jobsPerSecond: end.n / seconds, ...costs });

@@ -1,16 +1,22 @@
 // Throughput: N no-op jobs bulk-enqueued, then drained by one picket worker in this process.
-// jobs/s from worker start to the last outcome recorded (the database's clock for both ends).
-// Usage: node bench/throughput.ts --url <database url> --jobs 100000 [--tuned]
+// jobs/s from worker start to the last outcome recorded (the database's clock for both ends), and
+// the drain's costs per job (bench/lib/costs.ts). Tables are fresh and never analyzed unless
+// --analyze (bench/lib/db.ts).
+// Usage: node bench/throughput.ts --url <database url> --jobs 100000 [--tuned] [--analyze]
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { createLogger, createSupervisor, defineTask, enqueueJobs, migrate } from "../src/index.ts";
-import { report } from "./lib/db.ts";
+import { openMeter } from "./lib/costs.ts";
+import { analyzeSchema, disableAutovacuum, report } from "./lib/db.ts";
 
-const { values } = parseArgs({ options: { url: { type: "string" }, jobs: { type: "string", default: "100000" }, tuned: { type: "boolean", default: false } } });
+const { values } = parseArgs({
+  options: { url: { type: "string" }, jobs: { type: "string", default: "100000" }, tuned: { type: "boolean", default: false }, analyze: { type: "boolean", default: false } },
+});
 const url = values.url!;
 const jobs = Number(values.jobs);
 const pool = new pg.Pool({ connectionString: url, max: 4 });
 await migrate(pool);
+if (!values.analyze) await disableAutovacuum(pool, "picket");
 
 const batch = 10_000;
 const enqueueStart = performance.now();
@@ -18,7 +24,9 @@ for (let i = 0; i < jobs; i += batch) {
   await enqueueJobs(pool, Array.from({ length: Math.min(batch, jobs - i) }, () => ({ type: "noop" })));
 }
 const enqueueMs = performance.now() - enqueueStart;
-await pool.query("ANALYZE picket.jobs");
+if (values.analyze) await analyzeSchema(pool, "picket");
+// The enqueue's connections close before the drain's costs are measured.
+await pool.end();
 
 const noop = defineTask({ name: "noop", handler: async () => undefined });
 const supervisor = createSupervisor({
@@ -28,15 +36,18 @@ const supervisor = createSupervisor({
   retention: false,
   ...(values.tuned ? { concurrency: 200, pollIntervalMs: 100 } : {}),
 });
-const { rows: [start] } = await pool.query("SELECT clock_timestamp() AS t");
+const meter = await openMeter(url);
+await meter.start();
+const { rows: [start] } = await meter.query("SELECT clock_timestamp() AS t");
 await supervisor.start();
 for (;;) {
-  const { rows } = await pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE status = 'completed'");
+  const { rows } = await meter.query("SELECT count(*)::int AS n FROM picket.jobs WHERE status = 'completed'");
   if (rows[0].n >= jobs) break;
   await new Promise((r) => setTimeout(r, 50));
 }
-const { rows: [end] } = await pool.query("SELECT max(finished_at) AS t FROM picket.jobs");
+const { rows: [end] } = await meter.query("SELECT max(finished_at) AS t FROM picket.jobs");
 await supervisor.stop();
-await pool.end();
+const costs = await meter.stop(jobs);
+await meter.end();
 const seconds = (end.t.getTime() - start.t.getTime()) / 1000;
-report({ jobs, seconds, jobsPerSecond: jobs / seconds, enqueuePerSecond: jobs / (enqueueMs / 1000) });
+report({ jobs, seconds, jobsPerSecond: jobs / seconds, enqueuePerSecond: jobs / (enqueueMs / 1000), ...costs });
