@@ -1,7 +1,7 @@
 // The claim, the sweep and retention stay index scans however many finished rows pile up, and
 // every statement that writes a batch finds its rows by primary key, however it is planned.
 import { describe, expect, it } from "vitest";
-import { claimJobs, completeJobs, deleteFinishedJobs, renewLeases, sweepExpiredClaims } from "../src/db/index.ts";
+import { claimJobs, completeJobs, deleteFinishedJobs, failJobs, migrate, openPool, releaseJobs, renewLeases, sweepExpiredClaims } from "../src/db/index.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { want } from "./support/factory.ts";
 
@@ -14,6 +14,18 @@ interface PlanNode {
   Alias?: string;
   Plans?: PlanNode[];
 }
+
+/** A node of an EXPLAIN ANALYZE plan, with what it did. */
+interface PlanWithCounts extends PlanNode {
+  "Actual Rows": number;
+  "Actual Loops": number;
+  "Rows Removed by Filter"?: number;
+  "Rows Removed by Join Filter"?: number;
+}
+
+/** A value as EXECUTE takes it: literals only (names, numbers, JSON text, arrays of ids, tokens, numbers and NULLs). */
+const literal = (value: unknown) =>
+  Array.isArray(value) ? `{${value.map((e) => (e === null ? "NULL" : JSON.stringify(String(e)))).join(",")}}` : String(value);
 
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 
@@ -47,10 +59,7 @@ const explain = async (run: Run, { generic = false } = {}) => {
     if (generic) {
       await client.query(`PREPARE probe AS ${text}`);
       await client.query("SET LOCAL plan_cache_mode = force_generic_plan");
-      // EXECUTE's arguments cannot be bound parameters: they go in as literals (the values here
-      // are names, numbers, and arrays of ids, tokens, numbers and NULLs).
-      const literal = (value: unknown) =>
-        Array.isArray(value) ? `{${value.map((e) => (e === null ? "NULL" : JSON.stringify(String(e)))).join(",")}}` : String(value);
+      // EXECUTE's arguments cannot be bound parameters: they go in as literals.
       const args = values!.map((value) => client.escapeLiteral(literal(value))).join(", ");
       ({ rows: [plan] } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE probe(${args})`));
     } else {
@@ -132,6 +141,96 @@ describe("claims and fenced writes, planned as the prepared statements they are"
     ] as [string, Run][]) {
       const plan = await explain(run, { generic: true });
       expect(writtenThrough(plan), `${name}: ${JSON.stringify(plan)}`).toEqual(["jobs_pkey"]);
+    }
+  });
+});
+
+// Invariant 14: a hot statement's work grows with the rows it touches, whatever the statistics.
+// A new service's table is never analyzed, and picket's pool plans each statement once per
+// connection: at its first call, perhaps on the empty table. So each statement is prepared on a
+// picket pool (its own session settings) while the table is empty, then run, still never analyzed,
+// on 100,000 rows, touching 400; and again on the analyzed table. Its work (rows produced by every
+// plan node over all loops, plus rows filtered away) must stay within a small multiple of the 400:
+// a nested loop that rescans the batch per row, or a scan of the table, costs hundreds of times that.
+describe("hot statements on a never-analyzed table, planned while it was empty (invariant 14)", () => {
+  const TOUCHED = 400;
+  const WORK_PER_ROW = 30;
+  const planWork = (plan: PlanWithCounts[]) =>
+    plan.reduce((sum, n) => sum + n["Actual Rows"] * n["Actual Loops"] + (n["Rows Removed by Filter"] ?? 0) + (n["Rows Removed by Join Filter"] ?? 0), 0);
+
+  it("claim, complete, renew, fail, release and sweep do work in proportion to the rows they touch", async () => {
+    const schema = "fresh_plans";
+    const pool = await openPool({ connectionString: db.url, max: 2 });
+    try {
+      await migrate(pool, { schema });
+      const options = { schema };
+      const noop = want("noop", { limit: TOUCHED, leaseMs: 60_000 });
+      let claims: { id: string; token: string }[] = Array.from({ length: TOUCHED }, (_, i) => ({ id: String(i + 1), token: "00000000-0000-4000-8000-000000000000" }));
+      const statements: Record<string, Run> = {
+        claim: (q) => claimJobs(q as never, "w", [noop], options),
+        complete: (q) => completeJobs(q as never, claims, options),
+        renew: (q) => renewLeases(q as never, claims.map((c) => ({ ...c, leaseMs: 60_000 })), options),
+        fail: (q) => failJobs(q as never, claims.map((c) => ({ ...c, error: "e" })), options),
+        release: (q) => releaseJobs(q as never, claims, options),
+        sweep: (q) => sweepExpiredClaims(q as never, TOUCHED, options),
+      };
+      const client = await pool.connect();
+      try {
+        const prepare = async (suffix: string) => {
+          for (const [name, run] of Object.entries(statements)) {
+            const { text, values } = await capture(run);
+            await client.query(`PREPARE ${name}_${suffix} AS ${text}`);
+            // Run once, as the first poll does: picket's pool plans it now, once, for good.
+            await client.query("BEGIN");
+            await client.query(`EXECUTE ${name}_${suffix}(${values!.map((v) => client.escapeLiteral(literal(v))).join(", ")})`);
+            await client.query("ROLLBACK");
+          }
+        };
+        const measure = async (suffix: string) => {
+          const work: Record<string, { touched: number; work: number; seqScans: number }> = {};
+          for (const [name, run] of Object.entries(statements)) {
+            const { values } = await capture(run);
+            await client.query("BEGIN");
+            const { rows } = await client.query(
+              `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE ${name}_${suffix}(${values!.map((v) => client.escapeLiteral(literal(v))).join(", ")})`,
+            );
+            await client.query("ROLLBACK");
+            const plan = nodes(rows[0]["QUERY PLAN"][0].Plan) as PlanWithCounts[];
+            work[name] = { touched: plan[0]!["Actual Rows"], work: planWork(plan), seqScans: plan.filter((n) => n["Node Type"] === "Seq Scan").length };
+          }
+          return work;
+        };
+        const load = async () => {
+          await pool.query(`INSERT INTO ${schema}.jobs (type) SELECT 'noop' FROM generate_series(1, 100000)`);
+          // Leases that ran out, for the sweep; then a live claim of 400, for the writes.
+          await pool.query(
+            `UPDATE ${schema}.jobs SET status = 'processing', claim_token = gen_random_uuid(), lock_until = now() - interval '1 minute'
+             WHERE id > 99000 AND id <= 99000 + ${TOUCHED}`,
+          );
+          claims = (await claimJobs(pool, "w", [noop], options)).map((job) => ({ id: job.id, token: job.claimToken }));
+          expect(claims).toHaveLength(TOUCHED);
+        };
+
+        await prepare("empty");
+        await load();
+        const { rows: [stats] } = await pool.query(`SELECT reltuples FROM pg_class WHERE oid = '${schema}.jobs'::regclass`);
+        expect(stats.reltuples, "the table must never have been analyzed").toBe(-1);
+        const fresh = await measure("empty");
+        await pool.query(`ANALYZE ${schema}.jobs`);
+        await prepare("analyzed");
+        const analyzed = await measure("analyzed");
+        for (const [when, work] of [["planned on the empty table", fresh], ["planned on the analyzed table", analyzed]] as const) {
+          for (const [name, w] of Object.entries(work)) {
+            expect(w.touched, `${name}, ${when}: rows touched`).toBe(TOUCHED);
+            expect(w.seqScans, `${name}, ${when}: sequential scans`).toBe(0);
+            expect(w.work, `${name}, ${when}: work ${w.work} for ${TOUCHED} rows`).toBeLessThanOrEqual(WORK_PER_ROW * TOUCHED);
+          }
+        }
+      } finally {
+        client.release();
+      }
+    } finally {
+      await pool.end();
     }
   });
 });
