@@ -273,8 +273,8 @@ describe("lost claims interrupt exactly the job they name", () => {
     await isValidating;
     // Another claim with a long lease: the sweep never hands the job back to this worker.
     await db.pool.query("UPDATE picket.jobs SET claim_token = gen_random_uuid(), lock_until = now() + interval '1 hour' WHERE id = $1", [job.id]);
-    await expect.poll(() => logs.find((l) => String(l.msg).startsWith("lease renewal fenced")), { timeout: 5_000 }).toMatchObject({ job_id: job.id });
-    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "fenced" });
+    await expect.poll(() => logs.find((l) => String(l.msg).startsWith("lease renewal fenced")), { timeout: 15_000 }).toMatchObject({ job_id: job.id });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 15_000 }).toMatchObject({ outcome: "fenced" });
     expect(ran).toBe(false);
   });
 

@@ -550,6 +550,8 @@ export class Supervisor {
       tokens: drawn.tokens,
       queues: this.config.queues,
     });
+    // Its reply arrived: should the fast claim fail now, only the seed is unanswered.
+    drawn.tokens = [];
     for (const job of slow) this.slowClaimed.add(job);
     if (slow.some((job) => job.queue !== null)) this.queuedWorkDue = true;
     const left = total - slow.length;
