@@ -113,7 +113,7 @@ describe("shutdown drains once", () => {
     // The gated job ends and frees its slot while the poll still waits: its completion waits on
     // the lock beside the poll.
     openGate();
-    await expect.poll(() => waiting("result = c.result"), { timeout: 5_000 }).toBeGreaterThan(0);
+    await expect.poll(() => waiting("SET status = 'completed'"), { timeout: 5_000 }).toBeGreaterThan(0);
     await blocker.query("COMMIT");
     await stopping;
     expect(ran).toEqual([`gated ${gated!.id}`]);

@@ -504,14 +504,21 @@ export class Supervisor {
       this.held.claimTook(performance.now() - sentAt);
       return jobs;
     } catch (error) {
-      // The claim may have committed before it failed (its reply lost, or a cancel too late). Kept
-      // bounded through a long outage, when every poll fails: the oldest are left to the sweep.
-      this.unreturned = {
-        seeds: [...this.unreturned.seeds, drawn.seed].slice(-MAX_UNRETURNED_TOKENS),
-        tokens: [...this.unreturned.tokens, ...drawn.tokens].slice(-MAX_UNRETURNED_TOKENS),
-      };
+      this.unanswered(drawn);
       throw error;
     }
+  }
+
+  /**
+   * Remembers a claim whose reply never came: it may have committed before it failed (its reply
+   * lost, or a cancel too late). Kept bounded through a long outage, when every poll fails: the
+   * oldest are left to the sweep.
+   */
+  private unanswered(drawn: ClaimDraw): void {
+    this.unreturned = {
+      seeds: [...this.unreturned.seeds, drawn.seed].slice(-MAX_UNRETURNED_TOKENS),
+      tokens: [...this.unreturned.tokens, ...drawn.tokens].slice(-MAX_UNRETURNED_TOKENS),
+    };
   }
 
   /**
@@ -550,7 +557,7 @@ export class Supervisor {
       tokens: drawn.tokens,
       queues: this.config.queues,
     });
-    // Its reply arrived: should the fast claim fail now, only the seed is unanswered.
+    // Its reply arrived: from here on only the fast claim's seed can go unanswered.
     drawn.tokens = [];
     for (const job of slow) this.slowClaimed.add(job);
     if (slow.some((job) => job.queue !== null)) this.queuedWorkDue = true;
@@ -560,8 +567,17 @@ export class Supervisor {
     for (const job of slow) takenByType.set(job.type, (takenByType.get(job.type) ?? 0) + 1);
     const rest = fastWants.map((want) => ({ ...want, limit: Math.max(0, want.limit - (takenByType.get(want.type) ?? 0)) }));
     if (rest.length === 0) return slow;
-    const fast = await claimJobs(this.pool!, this.config.workerId, rest, { ...options, total: left, seed: drawn.seed });
-    return [...slow, ...fast];
+    try {
+      const fast = await claimJobs(this.pool!, this.config.workerId, rest, { ...options, total: left, seed: drawn.seed });
+      return [...slow, ...fast];
+    } catch (error) {
+      if (slow.length === 0) throw error;
+      // The slow claim's jobs are this worker's: dropped here, nobody would run them until the sweep
+      // charged their attempt (with maxAttempts 1, dead unrun). They run; the fast claim is given back.
+      this.unanswered(drawn);
+      this.logger.error({ err: error }, "claim failed after the slow claim took jobs; running those, and giving back what the failed claim may have taken");
+      return slow;
+    }
   }
 
   /**
