@@ -121,6 +121,7 @@ const fencedWrite = <T extends Claim>(
       }
       entries.push(`"${id}":{${entry}}`);
     }
+    // Rows are locked in id order (numeric order of the decimal texts), so two batches never wait on each other.
     ids.sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
     return [ids, `{${entries.join(",")}}`];
   };
@@ -139,14 +140,20 @@ const fencedWrite = <T extends Claim>(
   };
   return async (db: Queryable, items: readonly T[], options: StatementOptions = {}): Promise<FencedResult[]> => {
     if (items.length === 0) return [];
-    const bound = items.map(value);
-    // One claim per job in a statement (the claims are keyed by id): a stale claim batched with
-    // the live one of the same job is written in a statement of its own.
-    const seen = new Set<string>();
-    const first = bound.filter((item) => !seen.has(String(item.id)) && seen.add(String(item.id)));
-    const found = await run(db, first, options);
-    if (first.length < bound.length) {
-      for (const [key, row] of await fencedWriteRest(bound, first, (rest) => run(db, rest, options))) found.set(key, row);
+    // One claim per job in a statement (the claims are keyed by id): a second claim of a job (a
+    // stale one batched with the live one) waits for a statement of its own.
+    const found = new Map<string, { token: string; status: JobStatus | null }>();
+    for (let rest = items.map(value); rest.length > 0; ) {
+      const ids = new Set<string>();
+      const round: T[] = [];
+      const later: T[] = [];
+      for (const item of rest) {
+        const id = String(item.id);
+        (ids.has(id) ? later : round).push(item);
+        ids.add(id);
+      }
+      for (const [key, row] of await run(db, round, options)) found.set(key, row);
+      rest = later;
     }
     // Matched by id and token: a stale claim batched with the live one must not read as applied.
     return items.map((item): FencedResult => {
@@ -158,23 +165,6 @@ const fencedWrite = <T extends Claim>(
       return { id: item.id, outcome: "applied", status: row.status };
     });
   };
-};
-
-/** The claims left out of a batch's first statement (a second claim of a job), written one statement per repeat. */
-const fencedWriteRest = async <T extends Claim, R>(
-  all: readonly T[],
-  first: readonly T[],
-  write: (items: T[]) => Promise<Map<string, R>>,
-): Promise<Map<string, R>> => {
-  const found = new Map<string, R>();
-  let rest = all.filter((item) => !first.includes(item));
-  while (rest.length > 0) {
-    const seen = new Set<string>();
-    const batch = rest.filter((item) => !seen.has(String(item.id)) && seen.add(String(item.id)));
-    for (const [key, row] of await write(batch)) found.set(key, row);
-    rest = rest.filter((item) => !batch.includes(item));
-  }
-  return found;
 };
 
 /** Each item's JSON value checked and serialised once, before any row is touched. */
