@@ -39,25 +39,32 @@ describe("cancelJob", () => {
     await expect(cancelJob(db.pool, "abc")).rejects.toThrow(/job id must be a positive integer/);
   });
 
-  it("waits for a completion in flight and then finds the job completed, never overwriting it", async () => {
-    const [job] = await claimed(db.pool, "cancel-vs-completion");
-    const completer = await db.connect();
-    try {
-      await completer.query("BEGIN");
-      // The worker's own fenced completion, not yet committed.
-      expect(await completeJobs(completer, [{ id: job!.id, token: job!.claimToken, result: 1 }])).toMatchObject([{ outcome: "applied" }]);
-      const cancel = cancelJob(db.pool, job!.id);
-      // The cancel is waiting on the completion's row lock before the completion commits.
-      await expect
-        .poll(async () => (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%WITH target AS%'")).rows[0].n, { timeout: 5_000 })
-        .toBe(1);
-      await completer.query("COMMIT");
-      expect(await cancel).toEqual({ outcome: "wrong_status", status: "completed" });
-      expect(await row(db.pool, job!.id)).toMatchObject({ status: "completed", result: 1 });
-    } finally {
-      await completer.end();
-    }
-  });
+  for (const keepCompleted of [true, false]) {
+    it(`waits for a completion in flight and then finds the job ${keepCompleted ? "completed" : "gone (deleted by its completion)"}, never overwriting it`, async () => {
+      const [job] = await claimed(db.pool, "cancel-vs-completion");
+      const completer = await db.connect();
+      try {
+        await completer.query("BEGIN");
+        // The worker's own fenced completion, not yet committed.
+        expect(await completeJobs(completer, [{ id: job!.id, token: job!.claimToken, result: 1 }], { keepCompleted })).toMatchObject([{ outcome: "applied" }]);
+        const cancel = cancelJob(db.pool, job!.id);
+        // The cancel is waiting on the completion's row lock before the completion commits.
+        await expect
+          .poll(async () => (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%WITH target AS%'")).rows[0].n, { timeout: 5_000 })
+          .toBe(1);
+        await completer.query("COMMIT");
+        if (keepCompleted) {
+          expect(await cancel).toEqual({ outcome: "wrong_status", status: "completed" });
+          expect(await row(db.pool, job!.id)).toMatchObject({ status: "completed", result: 1 });
+        } else {
+          expect(await cancel).toEqual({ outcome: "not_found" });
+          expect(await row(db.pool, job!.id)).toBeUndefined();
+        }
+      } finally {
+        await completer.end();
+      }
+    });
+  }
 
   it("tells the worker of a processing job (id and claim token) at commit, and says nothing of a pending one", async () => {
     const listener = new pg.Client({ connectionString: db.url });

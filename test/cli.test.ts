@@ -87,7 +87,7 @@ describe("picket CLI", () => {
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: running!.id, status: "processing", steps: [{ name: "charge", result: { receipt: 7 }, attempt: 1, claimToken: running!.claimToken }] });
     expect(await picket(["jobs", "cancel", running!.id], env)).toMatchObject({ code: 0, stdout: `job ${running!.id} cancelled\n` });
     expect(JSON.parse((await picket(["jobs", "show", running!.id], env)).stdout)).toMatchObject({ status: "cancelled" });
-    expect(await picket(["jobs", "show", "999999"], env)).toMatchObject({ code: 1, stderr: "picket: job 999999 does not exist\n" });
+    expect(await picket(["jobs", "show", "999999"], env)).toMatchObject({ code: 1, stderr: "picket: job 999999 does not exist (never enqueued, or completed: workers delete completed jobs unless keepCompleted; or removed by retention)\n" });
   }, 60_000);
 
   it("enqueues with a dedupe mode: replace takes over the pending job, a window returns a recently completed one", async () => {

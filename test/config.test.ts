@@ -32,6 +32,8 @@ describe("supervisor options", () => {
       // A quarter of the default 20 s lease: the worker counts a lease lost a fifth of it early,
       // so one renewal may fail, or run late, without interrupting anything.
       renewIntervalMs: 5_000,
+      // A completed job's row is deleted at completion.
+      keepCompleted: false,
       retention: { olderThanMs: 7 * 86_400_000, intervalMs: 3_600_000, batchSize: 1_000 },
       listen: true,
       // The scheduler looks for due ticks each second; a tick seen more than 10 s late was missed.
@@ -60,6 +62,7 @@ describe("supervisor options", () => {
       heartbeatIntervalMs: 10,
       sweepBatchSize: 1,
       drainTimeoutMs: 0,
+      keepCompleted: true,
       retention: { olderThanMs: 0, intervalMs: 1_000, batchSize: 1 },
       listen: false,
       schedules: false,
@@ -83,6 +86,7 @@ describe("supervisor options", () => {
       sweepBatchSize: 1,
       drainTimeoutMs: 0,
       renewIntervalMs: 5_000,
+      keepCompleted: true,
       retention: { olderThanMs: 0, intervalMs: 1_000, batchSize: 1 },
       listen: false,
       schedules: false,
@@ -163,6 +167,12 @@ describe("supervisor options", () => {
       expect(() => resolveConfig({ ...base, [name]: bad })).toThrow(
         new InvalidConfigError(`picket: ${name} must be an integer ≥ ${min} (got ${String(bad)}).`),
       );
+    }
+  });
+
+  it("takes keepCompleted as true or false only, and names the bad value", () => {
+    for (const bad of ["yes", 1, null]) {
+      expect(() => resolveConfig({ ...base, keepCompleted: bad as never })).toThrow(new InvalidConfigError(`picket: keepCompleted must be true or false (got ${String(bad)}).`));
     }
   });
 

@@ -26,38 +26,52 @@ const exited = (child: ChildProcess) =>
   new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
 
 describe("crashes and signals", () => {
-  it("completes all 50 jobs of a SIGKILLed worker in a second worker, within lease + sweep interval + margin", async () => {
-    await db.pool.query("CREATE TABLE executions (job_id bigint, worker_pid int, at timestamptz DEFAULT now())");
-    await enqueueJobs(db.pool, Array.from({ length: 50 }, (_, i) => ({ type: "crashy", payload: { i } })));
-    const first = startWorkerProcess({ CRASHY_MS: "60000" });
-    await expect
-      .poll(() => count("SELECT count(*)::int AS n FROM picket.jobs WHERE status = 'processing'"), { timeout: 20_000, interval: 50 })
-      .toBe(50);
-    const firstDied = exited(first);
-    first.kill("SIGKILL");
-    await firstDied;
-    const killedAt = Date.now();
-
-    const second = startWorkerProcess();
-    try {
+  // Both ways a completion can be written: the rows kept (status completed), and deleted (the
+  // default), where a job no longer in the table is a completed one and the side table counts runs.
+  for (const mode of ["kept", "deleted"] as const) {
+    it(`completes all 50 jobs of a SIGKILLed worker in a second worker, within lease + sweep interval + margin (completed rows ${mode})`, async () => {
+      await db.pool.query("DROP TABLE IF EXISTS executions");
+      await db.pool.query("DELETE FROM picket.jobs WHERE type = 'crashy'");
+      await db.pool.query("CREATE TABLE executions (job_id bigint, worker_pid int, at timestamptz DEFAULT now())");
+      await enqueueJobs(db.pool, Array.from({ length: 50 }, (_, i) => ({ type: "crashy", payload: { i } })));
+      const first = startWorkerProcess({ CRASHY_MS: "60000" });
       await expect
-        .poll(() => count("SELECT count(*)::int AS n FROM picket.jobs WHERE status = 'completed'"), { timeout: 30_000, interval: 100 })
+        .poll(() => count("SELECT count(*)::int AS n FROM picket.jobs WHERE status = 'processing'"), { timeout: 20_000, interval: 50 })
         .toBe(50);
-      const recoveryMs = Date.now() - killedAt;
-      // lease 1 s + sweep every 0.2 s + the handler's own 1.5 s + process start-up: 10 s is generous.
-      expect(recoveryMs).toBeLessThan(10_000);
-      const { rows } = await db.pool.query(
-        "SELECT count(DISTINCT job_id)::int AS jobs, count(*)::int AS runs, count(DISTINCT worker_pid)::int AS pids FROM executions",
-      );
-      expect(rows[0]).toEqual({ jobs: 50, runs: 50, pids: 1 });
-      // The lost attempt was charged by the sweep: each job took two attempts.
-      expect(await count("SELECT count(*)::int AS n FROM picket.jobs WHERE attempts = 2 AND errors->0->>'message' LIKE 'lease expired%'")).toBe(50);
-    } finally {
-      const secondExited = exited(second);
-      second.kill("SIGTERM");
-      expect(await secondExited).toEqual({ code: 0, signal: null });
-    }
-  }, 60_000);
+      const firstDied = exited(first);
+      first.kill("SIGKILL");
+      await firstDied;
+      const killedAt = Date.now();
+
+      const second = startWorkerProcess(mode === "deleted" ? { CRASH_DELETE_COMPLETED: "1" } : {});
+      try {
+        await expect
+          .poll(
+            () =>
+              count(
+                mode === "kept"
+                  ? "SELECT count(*)::int AS n FROM picket.jobs WHERE status = 'completed'"
+                  : "SELECT 50 - count(*)::int AS n FROM picket.jobs WHERE type = 'crashy'",
+              ),
+            { timeout: 30_000, interval: 100 },
+          )
+          .toBe(50);
+        const recoveryMs = Date.now() - killedAt;
+        // lease 1 s + sweep every 0.2 s + the handler's own 1.5 s + process start-up: 10 s is generous.
+        expect(recoveryMs).toBeLessThan(10_000);
+        const { rows } = await db.pool.query(
+          "SELECT count(DISTINCT job_id)::int AS jobs, count(*)::int AS runs, count(DISTINCT worker_pid)::int AS pids FROM executions",
+        );
+        expect(rows[0]).toEqual({ jobs: 50, runs: 50, pids: 1 });
+        // The lost attempt was charged by the sweep: each job took two attempts.
+        if (mode === "kept") expect(await count("SELECT count(*)::int AS n FROM picket.jobs WHERE attempts = 2 AND errors->0->>'message' LIKE 'lease expired%'")).toBe(50);
+      } finally {
+        const secondExited = exited(second);
+        second.kill("SIGTERM");
+        expect(await secondExited).toEqual({ code: 0, signal: null });
+      }
+    }, 60_000);
+  }
 
   it("drains on SIGTERM: the running job finishes, then the process exits 0", async () => {
     await db.pool.query("CREATE TABLE IF NOT EXISTS executions (job_id bigint, worker_pid int, at timestamptz DEFAULT now())");

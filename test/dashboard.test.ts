@@ -7,7 +7,7 @@ import type { Server } from "node:http";
 import { Effect, Fiber } from "effect";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueueJob, jobSteps } from "../src/db/index.ts";
+import { beat, enqueueJob, jobSteps } from "../src/db/index.ts";
 import { createDashboardHandler, serveDashboard } from "../src/dashboard/server.ts";
 import { jobMachine } from "../src/machines/index.ts";
 import { defineTask, PermanentError } from "../src/runtime/task.ts";
@@ -158,18 +158,33 @@ describe("the dashboard's HTTP side", () => {
     try {
       const page = await handler(new Request("http://service.local/"));
       expect(page.headers.get("content-type")).toMatch(/^text\/html/);
-      // A retrying job (pending, with an error), a recently finished one, and one finished long ago.
+      // A retrying job (pending, with an error), a recently dead one, and one dead long ago.
       const retrying = await enqueueJob(db.pool, { type: "mounted-retrying" });
       await db.pool.query("UPDATE picket.jobs SET last_error = 'error: boom', attempts = 1 WHERE id = $1", [retrying.id]);
       const recent = await enqueueJob(db.pool, { type: "mounted-done" });
       const old = await enqueueJob(db.pool, { type: "mounted-done" });
-      await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() WHERE id = $1", [recent.id]);
-      await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() - interval '1 minute' WHERE id = $1", [old.id]);
+      await db.pool.query("UPDATE picket.jobs SET status = 'dead', finished_at = now() WHERE id = $1", [recent.id]);
+      await db.pool.query("UPDATE picket.jobs SET status = 'dead', finished_at = now() - interval '1 minute' WHERE id = $1", [old.id]);
+      // Completions (deleted rows, or kept ones: counted once either way) come from the workers'
+      // reported rates: a live worker's counts, one silent for a minute's does not.
+      const beatOf = (id: string, rate: number) => ({
+        id, host: "test", pid: 1, version: "0", startedAt: new Date(), concurrency: 1, state: "running.polling",
+        jobs: [], running: 0, waiting: 0, tasks: ["mounted-done"], completedPerSecond: { "mounted-done": rate },
+      });
+      await beat(db.pool, beatOf("mounted-live", 0.4));
+      await beat(db.pool, beatOf("mounted-silent", 100));
+      await db.pool.query("UPDATE picket.workers SET last_beat = now() - interval '1 minute' WHERE id = 'mounted-silent'");
+      const done = await enqueueJob(db.pool, { type: "mounted-done" });
+      await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() WHERE id = $1", [done.id]);
       const snapshot = await (await handler(new Request("http://service.local/api/snapshot"))).json();
+      await db.pool.query("DELETE FROM picket.workers WHERE id IN ('mounted-live', 'mounted-silent')");
       expect(snapshot.depth).toContainEqual({ type: "mounted", status: "pending", count: 1 });
       expect(snapshot.retrying.map((j: { id: string }) => j.id)).toEqual([retrying.id]);
       // Jobs of this file's other tests may have finished within the window too.
-      expect(snapshot.finished.filter((f: { type: string }) => f.type === "mounted-done")).toEqual([{ type: "mounted-done", status: "completed", count: 1 }]);
+      expect(snapshot.finished.filter((f: { type: string }) => f.type === "mounted-done")).toEqual([
+        { type: "mounted-done", status: "completed", count: 2 },
+        { type: "mounted-done", status: "dead", count: 1 },
+      ]);
       const machines = await (await handler(new Request("http://service.local/api/machines"))).json();
       expect(Object.keys(machines)).toEqual(["job", "supervisor"]);
     } finally {

@@ -98,7 +98,9 @@ describe("fenced writes with odd values", () => {
 
   it("records any JSON result (bigints as strings), and refuses one PostgreSQL cannot store before touching any row", async () => {
     const [a, b] = await claimed(db.pool, "odd-results", 2);
-    expect((await completeJobs(db.pool, [{ id: a!.id, token: a!.claimToken, result: { big: 10n, at: new Date(0) } }]))[0]!.outcome).toBe("applied");
+    // Kept completed, so the stored result can be read.
+    const kept = { keepCompleted: true };
+    expect((await completeJobs(db.pool, [{ id: a!.id, token: a!.claimToken, result: { big: 10n, at: new Date(0) } }], kept))[0]!.outcome).toBe("applied");
     expect((await row(db.pool, a!.id)).result).toEqual({ big: "10", at: "1970-01-01T00:00:00.000Z" });
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;
@@ -112,7 +114,7 @@ describe("fenced writes with odd values", () => {
     await refused(cyclic, /the job's result cannot be stored as JSON: Converting circular structure/);
     await refused("x".repeat(1024 * 1024 + 1), /the job's result is 1048579 bytes as JSON; the limit is 1048576/);
     // A string that only looks like an escape once written as JSON is stored as it is.
-    expect((await completeJobs(db.pool, [{ id: b!.id, token: b!.claimToken, result: "\\u0000 and \\ud800" }]))[0]!.outcome).toBe("applied");
+    expect((await completeJobs(db.pool, [{ id: b!.id, token: b!.claimToken, result: "\\u0000 and \\ud800" }], kept))[0]!.outcome).toBe("applied");
     expect((await row(db.pool, b!.id)).result).toBe("\\u0000 and \\ud800");
     const [p] = await claimed(db.pool, "odd-progress");
     await expect(reportProgress(db.pool, [{ id: p!.id, token: p!.claimToken, progress: cyclic, leaseMs: 60_000 }])).rejects.toThrow(/the progress value cannot be stored/);
@@ -278,13 +280,14 @@ describe("claim input and round trips", () => {
     await renewLeases(client, [{ ...claim, leaseMs: 1000 }]);
     await reportProgress(client, [{ ...claim, progress: 1, leaseMs: 60_000 }]);
     await completeJobs(client, [claim]);
+    await completeJobs(client, [claim], { keepCompleted: true });
     await failJobs(client, [{ ...claim, error: "x" }]);
     await deadLetterJobs(client, [{ ...claim, error: "x" }]);
     await releaseJobs(client, [claim]);
     await sweepExpiredClaims(client, 10);
     const { rows } = await client.query("SELECT name FROM pg_prepared_statements ORDER BY name");
     expect(rows.map((r) => r.name)).toEqual(
-      ["claim", "complete", "dead_letter", "fail", "progress", "release", "renew", "sweep"].map((s) => `picket_${s}_picket`),
+      ["claim", "complete_delete", "complete", "dead_letter", "fail", "progress", "release", "renew", "sweep"].map((s) => `picket_${s}_picket`),
     );
   });
 });

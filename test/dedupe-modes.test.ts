@@ -112,7 +112,7 @@ describe("dedupe: replace", () => {
       { id: retried!.id, token: retried!.claimToken, leaseMs: 120_000 },
     ]);
     expect(renewed.map((r) => r.outcome)).toEqual(["applied", "applied"]);
-    expect((await completeJobs(db.pool, [{ id: done!.id, token: done!.claimToken, result: { ok: 1 } }]))[0]!.outcome).toBe("applied");
+    expect((await completeJobs(db.pool, [{ id: done!.id, token: done!.claimToken, result: { ok: 1 } }], { keepCompleted: true }))[0]!.outcome).toBe("applied");
     expect((await failJobs(db.pool, [{ id: retried!.id, token: retried!.claimToken, error: "boom" }]))[0]!.outcome).toBe("applied");
     expect(await row(db.pool, done!.id)).toMatchObject({ status: "completed", result: { ok: 1 }, key: null });
     // The old run's retry no longer holds the key: it is pending beside the new job, which keeps it.
@@ -175,10 +175,12 @@ describe("dedupe: replace", () => {
       { id: other!.id, token: other!.claimToken },
     ]);
     expect(outcomes.map((o) => o.outcome)).toEqual(["busy", "applied"]);
-    expect((await row(db.pool, other!.id)).status).toBe("completed");
+    // (Completed without a key: deleted by its completion.)
+    expect(await row(db.pool, other!.id)).toBeUndefined();
     await replacer.query("COMMIT");
-    // The worker's retry of the busy one applies.
+    // The worker's retry of the busy one applies; its key moved to the new job, so it is deleted too.
     expect((await completeJobs(db.pool, [{ id: moved!.id, token: moved!.claimToken }]))[0]!.outcome).toBe("applied");
+    expect(await row(db.pool, moved!.id)).toBeUndefined();
     expect((await rowsWithKey("open-1")).map((r) => [r.id, r.status])).toEqual([[next.id, "pending"]]);
   });
 
@@ -264,7 +266,11 @@ describe("dedupe: replace", () => {
     // The completion ran beside the replaces: applied at once, or busy while a replace held the row (then retried, as a worker does).
     if (outcome!.outcome === "busy") expect((await completeJobs(db.pool, [{ id: running!.id, token: running!.claimToken }]))[0]!.outcome).toBe("applied");
     else expect(outcome!.outcome).toBe("applied");
-    expect((await row(db.pool, running!.id)).status).toBe("completed");
+    // Completed: kept, holding the key, when it completed before any replace moved the key; else its
+    // key had moved to a new job and the completion deleted the row.
+    const done = await row(db.pool, running!.id);
+    if (done === undefined) expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE key = 'doc-12'")).rows[0].n).toBe(1);
+    else expect(done).toMatchObject({ status: "completed", key: "doc-12" });
     expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE key = 'doc-12' AND status = 'pending'")).rows[0].n).toBe(1);
   });
 });

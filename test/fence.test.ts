@@ -19,7 +19,9 @@ const db = useTestDatabase();
 
 // Every write a claim's owner can make, as (db, claim) => result.
 const writes: Record<string, (q: Queryable, job: ClaimedJob) => Promise<FencedResult[]>> = {
+  // The default completion deletes a keyless row; completeKept keeps it (keepCompleted).
   complete: (q, job) => completeJobs(q, [{ id: job.id, token: job.claimToken, result: { ok: true } }]),
+  completeKept: (q, job) => completeJobs(q, [{ id: job.id, token: job.claimToken, result: { ok: true } }], { keepCompleted: true }),
   fail: (q, job) => failJobs(q, [{ id: job.id, token: job.claimToken, error: "boom" }]),
   deadLetter: (q, job) => deadLetterJobs(q, [{ id: job.id, token: job.claimToken, error: "permanent" }]),
   progress: (q, job) => reportProgress(q, [{ id: job.id, token: job.claimToken, progress: { pct: 50 }, leaseMs: 60_000 }]),
@@ -37,8 +39,11 @@ const losses: Record<string, (q: Queryable, job: ClaimedJob) => Promise<void>> =
     const again = await claimJobs(q, "thief", [want(job.type, { limit: 1 })]);
     expect(again.map((j) => j.id)).toEqual([job.id]);
   },
-  completed: async (q, job) => {
+  "completed (row deleted)": async (q, job) => {
     expect((await completeJobs(q, [{ id: job.id, token: job.claimToken }]))[0]!.outcome).toBe("applied");
+  },
+  "completed (row kept)": async (q, job) => {
+    expect((await completeJobs(q, [{ id: job.id, token: job.claimToken }], { keepCompleted: true }))[0]!.outcome).toBe("applied");
   },
   "dead-lettered": async (q, job) => {
     expect((await deadLetterJobs(q, [{ id: job.id, token: job.claimToken, error: "x" }]))[0]!.outcome).toBe("applied");
@@ -56,7 +61,8 @@ describe("the fence", () => {
       const [result] = await write(db.pool, job!);
       expect(result).toMatchObject({ id: job!.id, outcome: "applied" });
       const after = await row(db.pool, job!.id);
-      expect(after.updated_at.getTime()).toBeGreaterThanOrEqual(claimedRow.updated_at.getTime());
+      if (writeName === "complete") expect(after).toBeUndefined();
+      else expect(after.updated_at.getTime()).toBeGreaterThanOrEqual(claimedRow.updated_at.getTime());
     });
 
     for (const [lossName, lose] of Object.entries(losses)) {
@@ -94,8 +100,10 @@ describe("the fence", () => {
   });
 
   it("records what each applied write means on the row", async () => {
-    const [c, f, d, p, r, n] = await claimed(db.pool, "effects", 6, { spec: { maxAttempts: 3 } });
-    await completeJobs(db.pool, [{ id: c!.id, token: c!.claimToken, result: { sent: 3 } }]);
+    const [c, f, d, p, r, n, gone] = await claimed(db.pool, "effects", 7, { spec: { maxAttempts: 3 } });
+    await completeJobs(db.pool, [{ id: c!.id, token: c!.claimToken, result: { sent: 3 } }], { keepCompleted: true });
+    await completeJobs(db.pool, [{ id: gone!.id, token: gone!.claimToken, result: { sent: 3 } }]);
+    expect(await row(db.pool, gone!.id)).toBeUndefined();
     await failJobs(db.pool, [{ id: f!.id, token: f!.claimToken, error: "flaky" }]);
     await deadLetterJobs(db.pool, [{ id: d!.id, token: d!.claimToken, error: "bad input" }]);
     await reportProgress(db.pool, [{ id: p!.id, token: p!.claimToken, progress: { done: 7 }, leaseMs: 60_000 }]);

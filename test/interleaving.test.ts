@@ -8,25 +8,28 @@ import { claimed, expireLease, row, want } from "./support/factory.ts";
 const db = useTestDatabase();
 
 describe("the sweep against concurrent owners", () => {
-  it("never overwrites a completion that commits while the sweep runs", async () => {
-    const [owner, sweeper] = await Promise.all([db.connect(), db.connect()]);
-    // The sweep must not wait on the owner either: a blocked sweep would stall every worker.
-    await sweeper.query("SET statement_timeout = '5s'");
-    const [job] = await claimed(owner, "race-complete");
-    await expireLease(owner, job!.id);
+  for (const keepCompleted of [true, false]) {
+    it(`never overwrites a completion that commits while the sweep runs (completed row ${keepCompleted ? "kept" : "deleted"})`, async () => {
+      const [owner, sweeper] = await Promise.all([db.connect(), db.connect()]);
+      // The sweep must not wait on the owner either: a blocked sweep would stall every worker.
+      await sweeper.query("SET statement_timeout = '5s'");
+      const [job] = await claimed(owner, "race-complete");
+      await expireLease(owner, job!.id);
 
-    await owner.query("BEGIN");
-    const [done] = await completeJobs(owner, [{ id: job!.id, token: job!.claimToken, result: "mine" }]);
-    expect(done!.outcome).toBe("applied");
-    // The completion holds the row, uncommitted; the sweep sees a stale lease in its snapshot.
-    const during = await sweepExpiredClaims(sweeper, 100);
-    await owner.query("COMMIT");
-    const after = await sweepExpiredClaims(sweeper, 100);
+      await owner.query("BEGIN");
+      const [done] = await completeJobs(owner, [{ id: job!.id, token: job!.claimToken, result: "mine" }], { keepCompleted });
+      expect(done!.outcome).toBe("applied");
+      // The completion holds the row, uncommitted; the sweep sees a stale lease in its snapshot.
+      const during = await sweepExpiredClaims(sweeper, 100);
+      await owner.query("COMMIT");
+      const after = await sweepExpiredClaims(sweeper, 100);
 
-    expect(during).toEqual([]);
-    expect(after).toEqual([]);
-    expect(await row(owner, job!.id)).toMatchObject({ status: "completed", result: "mine" });
-  });
+      expect(during).toEqual([]);
+      expect(after).toEqual([]);
+      if (keepCompleted) expect(await row(owner, job!.id)).toMatchObject({ status: "completed", result: "mine" });
+      else expect(await row(owner, job!.id)).toBeUndefined();
+    });
+  }
 
   it("never reverts a renewal that commits while the sweep runs", async () => {
     const [owner, sweeper] = await Promise.all([db.connect(), db.connect()]);

@@ -22,7 +22,7 @@ describe("embedding through Effect", () => {
       yield* Effect.promise(() => expect.poll(async () => (await getJob(db.pool, job.id))?.status, { timeout: 5_000 }).toBe("completed"));
       return { worker, job };
     });
-    const { worker, job } = await Effect.runPromise(program.pipe(Effect.provide(workerLayer({ connectionString: db.url, tasks: [task], logger: logs.logger, pollIntervalMs: 50 }))));
+    const { worker, job } = await Effect.runPromise(program.pipe(Effect.provide(workerLayer({ connectionString: db.url, tasks: [task], logger: logs.logger, pollIntervalMs: 50, keepCompleted: true }))));
     expect(await getJob(db.pool, job.id)).toMatchObject({ status: "completed", result: 42 });
     expect(worker.stats()).toMatchObject({ draining: true, running: 0 });
     expect(logs.lines.filter((l) => l.msg === "worker stopped")).toHaveLength(1);

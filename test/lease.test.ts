@@ -17,7 +17,8 @@ const steal = async (id: string, _type: string) => {
     [id],
   );
   expect(rows).toHaveLength(1);
-  await completeJobs(db.pool, [{ id, token: rows[0].claim_token, result: "thief's outcome" }]);
+  // Kept completed: the row shows the thief's outcome stands.
+  await completeJobs(db.pool, [{ id, token: rows[0].claim_token, result: "thief's outcome" }], { keepCompleted: true });
 };
 
 describe("lost claims", () => {

@@ -119,7 +119,7 @@ describe("operator statements", () => {
 
   it("reports counts per task and status, the oldest ready job's age, and the latest dead jobs", async () => {
     await db.pool.query("DELETE FROM picket.jobs");
-    expect(await queueStats(db.pool)).toEqual({ counts: [], oldestReadyAgeSeconds: null, recentDead: [], handlers: { liveWorkers: 0, handled: [], unhandled: [] } });
+    expect(await queueStats(db.pool)).toEqual({ counts: [], oldestReadyAgeSeconds: null, recentDead: [], handlers: { liveWorkers: 0, handled: [], unhandled: [] }, completedPerSecond: [] });
     await db.pool.query("INSERT INTO picket.jobs (type, run_at) VALUES ('st-a', now() - interval '90 seconds'), ('st-a', now()), ('st-b', now() + interval '1 hour')");
     const dead = await claimed(db.pool, "st-dead", 3);
     for (const [i, job] of dead.entries()) {
@@ -140,7 +140,7 @@ describe("operator statements", () => {
     ]);
     expect((await queueStats(db.pool)).recentDead).toHaveLength(3);
     await migrate(db.pool, { schema: "stats_other" });
-    expect(await queueStats(db.pool, { schema: "stats_other" })).toEqual({ counts: [], oldestReadyAgeSeconds: null, recentDead: [], handlers: { liveWorkers: 0, handled: [], unhandled: [] } });
+    expect(await queueStats(db.pool, { schema: "stats_other" })).toEqual({ counts: [], oldestReadyAgeSeconds: null, recentDead: [], handlers: { liveWorkers: 0, handled: [], unhandled: [] }, completedPerSecond: [] });
   });
 
   it("reads only numbered .sql files from a migrations folder, in order", async () => {

@@ -168,14 +168,17 @@ interface Claim {
   /** An operator cancelled the job under our claim. */
   cancelled: boolean;
   claimedRow: Row;
+  /** The runtime keeps completed rows (keepCompleted), else its completion deletes the row. */
+  keepCompleted: boolean;
 }
 
 const ours = (row: Row, c: Claim) => row.claim_token === c.token;
-const heldByOwner = (row: Row, c: Claim) =>
-  (row.status === "processing" && (ours(row, c) || (c.thief !== null && row.claim_token === c.thief))) || (c.cancelled && row.status === "cancelled" && ours(row, c));
+const heldByOwner = (row: Row | undefined, c: Claim) =>
+  row !== undefined &&
+  ((row.status === "processing" && (ours(row, c) || (c.thief !== null && row.claim_token === c.thief))) || (c.cancelled && row.status === "cancelled" && ours(row, c)));
 
 /** The row in a state the machine passes through (a write may land at any moment within it). */
-const rowMatchesTransient = (state: string, row: Row, c: Claim): boolean => {
+const rowMatchesTransient = (state: string, row: Row | undefined, c: Claim): boolean => {
   switch (state) {
     case "claimed":
     case "waitingForSlot":
@@ -183,31 +186,33 @@ const rowMatchesTransient = (state: string, row: Row, c: Claim): boolean => {
     case "running":
       return heldByOwner(row, c);
     case "completing":
-      return heldByOwner(row, c) || (row.status === "completed" && ours(row, c));
+      return heldByOwner(row, c) || (c.keepCompleted ? row?.status === "completed" && ours(row, c) : row === undefined);
     case "failing":
-      return heldByOwner(row, c) || (row.status === "pending" && row.claim_token === null) || (row.status === "dead" && ours(row, c));
+      return heldByOwner(row, c) || (row?.status === "pending" && row.claim_token === null) || (row?.status === "dead" && ours(row, c));
     case "deadLettering":
-      return heldByOwner(row, c) || (row.status === "dead" && ours(row, c));
+      return heldByOwner(row, c) || (row?.status === "dead" && ours(row, c));
     case "releasing":
-      return heldByOwner(row, c) || (row.status === "pending" && row.attempts === c.attempts - 1);
+      return heldByOwner(row, c) || (row?.status === "pending" && row.attempts === c.attempts - 1);
     default:
       return true;
   }
 };
 
 /** The row once the machine has ended. */
-const expectFinalRow = (outcome: string, row: Row, c: Claim, script: Script) => {
+const expectFinalRow = (outcome: string, row: Row | undefined, c: Claim, script: Script) => {
   switch (outcome) {
     case "completed":
-      expect(row).toMatchObject({ status: "completed", claim_token: c.token, result: "result" });
+      // Deleted by the completion, or kept completed under our claim with the handler's result.
+      if (c.keepCompleted) expect(row).toMatchObject({ status: "completed", claim_token: c.token, result: "result" });
+      else expect(row).toBeUndefined();
       break;
     case "retried":
       expect(row).toMatchObject({ status: "pending", claim_token: null, attempts: c.attempts });
-      expect(row.run_at.getTime()).toBeGreaterThan(Date.now() + 20_000); // the backoff, not "now"
+      expect(row!.run_at.getTime()).toBeGreaterThan(Date.now() + 20_000); // the backoff, not "now"
       break;
     case "dead":
       expect(row).toMatchObject({ status: "dead", claim_token: c.token, attempts: c.attempts });
-      expect(row.last_error).toMatch(/^(permanent|no_handler|invalid_payload|error|timeout|lease_expired): /);
+      expect(row!.last_error).toMatch(/^(permanent|no_handler|invalid_payload|error|timeout|lease_expired): /);
       break;
     case "released":
       expect(row).toMatchObject({ status: "pending", claim_token: null, attempts: c.attempts - 1 });
@@ -237,8 +242,12 @@ const expectFinalRow = (outcome: string, row: Row, c: Claim, script: Script) => 
 // ---------------------------------------------------------------------------------------------
 // Execution
 
-const readRow = async (pool: pg.Pool, id: string): Promise<Row> =>
-  (await pool.query<Row>("SELECT status, claim_token, attempts, result, last_error, run_at, updated_at FROM picket.jobs WHERE id = $1", [id])).rows[0]!;
+/** The row, or undefined once a completion deleted it. */
+const readRow = async (pool: pg.Pool, id: string): Promise<Row | undefined> =>
+  (await pool.query<Row>("SELECT status, claim_token, attempts, result, last_error, run_at, updated_at FROM picket.jobs WHERE id = $1", [id])).rows[0];
+
+/** Each way a completion is written that a path ended in: kept, deleted. */
+const completedModes = new Set<string>();
 
 const covered = new Set<string>();
 const visited = new Set<string>();
@@ -299,7 +308,15 @@ const execute = async (path: ModelPath, index: number) => {
   await enqueueJob(db.pool, { type, payload: { valid: script.payloadValid }, maxAttempts: script.lastAttempt ? 1 : 3 });
   // A minute of backoff, so "retried" is told apart from "ready now" however slow the machine.
   const [claimed] = await claimJobs(db.pool, "model-worker", [want(type, { limit: 1, backoffBaseMs: 60_000, backoffMaxMs: 60_000 })]);
-  const claim: Claim = { token: claimed!.claimToken, attempts: claimed!.attempts, thief: null, cancelled: false, claimedRow: await readRow(db.pool, claimed!.id) };
+  // Paths alternate between the two completions: rows kept, and deleted (a worker's default).
+  const claim: Claim = {
+    token: claimed!.claimToken,
+    attempts: claimed!.attempts,
+    thief: null,
+    cancelled: false,
+    claimedRow: (await readRow(db.pool, claimed!.id))!,
+    keepCompleted: index % 2 === 0,
+  };
 
   // Faults the path needs before the write: the claim lost to another worker, or a write that fails.
   // With a step they come once it is recorded (before it, they would stop the step's write).
@@ -318,11 +335,11 @@ const execute = async (path: ModelPath, index: number) => {
       CREATE OR REPLACE FUNCTION picket.refuse_model_write() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN RAISE EXCEPTION 'write refused by the model test'; END $$`);
     await db.pool.query(
-      `CREATE TRIGGER refuse_${type.replace("-", "_")} BEFORE UPDATE ON picket.jobs FOR EACH ROW WHEN (OLD.id = ${Number(claimed!.id)}) EXECUTE FUNCTION picket.refuse_model_write()`,
+      `CREATE TRIGGER refuse_${type.replace("-", "_")} BEFORE UPDATE OR DELETE ON picket.jobs FOR EACH ROW WHEN (OLD.id = ${Number(claimed!.id)}) EXECUTE FUNCTION picket.refuse_model_write()`,
     );
   }
   if (script.write === "error" || (script.write === "fenced" && !losesLease)) {
-    claim.claimedRow = await readRow(db.pool, claimed!.id);
+    claim.claimedRow = (await readRow(db.pool, claimed!.id))!;
   }
   // Another session holds the row locked: the write finds it busy and tries again until abandoned.
   holder = script.write === "abandon" ? await db.connect() : null;
@@ -336,13 +353,14 @@ const execute = async (path: ModelPath, index: number) => {
 
   const executed: string[] = [];
   const states: string[] = [];
-  const checks: Array<Promise<[string, Row]>> = [];
+  const checks: Array<Promise<[string, Row | undefined]>> = [];
   const { logger } = captureLogs();
   const runtime = createJobRuntime({
     db: runtimePool,
     statements: { schema: "picket" },
     logger,
     logPayloads: false,
+    keepCompleted: claim.keepCompleted,
     taskFor: (t) => (script.hasHandler && t === type ? task : undefined),
     leaseLost: () => undefined,
     cancelled: () => undefined,
@@ -438,12 +456,14 @@ const execute = async (path: ModelPath, index: number) => {
   const pathStates = path.states.filter((state, i) => state !== path.states[i - 1]);
   expect(states, "the runtime took the path the model generated").toEqual(pathStates);
   const steps = (await db.pool.query("SELECT name, attempt, claim_token FROM picket.job_steps WHERE job_id = $1", [claimed!.id])).rows;
-  expect(steps, "a step is recorded, under the claim, exactly when the path records one").toEqual(script.step ? [{ name: "one", attempt: claim.attempts, claim_token: claim.token }] : []);
+  // (A completion that deleted the row deleted its steps with it.)
+  const stepsKept = script.step && (done.output!.outcome !== "completed" || claim.keepCompleted);
+  expect(steps, "a step is recorded, under the claim, exactly when the path records one").toEqual(stepsKept ? [{ name: "one", attempt: claim.attempts, claim_token: claim.token }] : []);
   expect(stepRuns).toBe(script.step ? 1 : 0);
   expect(handlerRuns, "the handler runs exactly when the machine enters running on a lease it can prove").toBe(path.states.includes("running") && script.lapsesAt !== "handler" ? 1 : 0);
   // A row read when the machine entered a state may land after the machine moved on: it must
   // match that state or one the path reaches later (the final one included).
-  const finalMatches = (row: Row) => {
+  const finalMatches = (row: Row | undefined) => {
     try {
       expectFinalRow(done.output!.outcome, row, claim, script);
       return true;
@@ -457,6 +477,7 @@ const execute = async (path: ModelPath, index: number) => {
     expect(ok, `row read in ${state}: ${JSON.stringify(row)}`).toBe(true);
   }
   expectFinalRow(done.output!.outcome, finalRow, claim, script);
+  if (done.output!.outcome === "completed") completedModes.add(claim.keepCompleted ? "kept" : "deleted");
   for (const key of executed) covered.add(key);
 };
 
@@ -476,5 +497,6 @@ describe("job machine, every simple path executed against PostgreSQL and the run
     const unvisited = Object.keys(jobMachine.root.states).filter((s) => !visited.has(s));
     expect(missing, `transitions of the job machine that no executed path took:\n  ${missing.join("\n  ")}`).toEqual([]);
     expect(unvisited, `states of the job machine that no executed path entered: ${unvisited.join(", ")}`).toEqual([]);
+    expect([...completedModes].sort(), "paths that completed with the row kept and with it deleted").toEqual(["deleted", "kept"]);
   });
 });

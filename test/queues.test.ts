@@ -35,8 +35,9 @@ const claimSlow = (
   return claimLimited(client, options.worker ?? "w", wants, { total, tokens: drawClaimTokens(total), ...(options.queues ? { queues: options.queues } : {}) });
 };
 
+// Completed rows are kept: the tests read their claims' stamps (locked_at) afterwards.
 const complete = async (client: Queryable, jobs: LimitedClaimedJob[]) => {
-  const results = await completeJobs(client, jobs.map((j) => ({ id: j.id, token: j.claimToken })));
+  const results = await completeJobs(client, jobs.map((j) => ({ id: j.id, token: j.claimToken })), { keepCompleted: true });
   expect(results.every((r) => r.outcome === "applied")).toBe(true);
 };
 

@@ -24,6 +24,7 @@ const worker = (id: string, tasks: string[]): WorkerBeat => ({
   running: 0,
   waiting: 0,
   tasks,
+  completedPerSecond: {},
 });
 
 const count = async (type: string) => (await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = $1", [type])).rows[0].n;

@@ -69,18 +69,24 @@ describe("in this process (createService)", () => {
     expect(await finished(jobId)).toBe("completed");
     const user = (await db.pool.query("SELECT email, welcome_job_id::text AS job FROM users WHERE id = $1", [userId])).rows[0];
     expect(user).toEqual({ email: "ada@example.com", job: jobId });
-    expect(await jobRow(jobId)).toMatchObject({ status: "completed" });
+    // Completed: its row was deleted by the completion (a worker keeps completed rows only with keepCompleted).
+    expect(await jobRow(jobId)).toBeUndefined();
     expect((await db.pool.query("SELECT user_id::text AS user FROM welcome_mails WHERE email = 'ada@example.com'")).rows).toEqual([{ user: userId }]);
   });
 
   it("a duplicate email is 409 and enqueues nothing: one user, one job", async () => {
     const first = await signUp(base, { email: "grace@example.com" });
     expect(first.status).toBe(201);
+    const { jobId } = (await first.json()) as { jobId: string };
     const again = await signUp(base, { email: "grace@example.com" });
     expect(again.status).toBe(409);
     expect(await again.json()).toEqual({ error: "grace@example.com has already signed up" });
     expect(await usersFor("grace@example.com")).toBe(1);
-    expect(await jobsFor("grace@example.com")).toBe(1);
+    // The first job completes (its row deleted by its completion) and sends the one mail; a job the
+    // 409 had enqueued would still be in the table, or would have sent a second mail.
+    expect(await finished(jobId)).toBe("completed");
+    expect(await mailsFor("grace@example.com")).toBe(1);
+    expect(await jobsFor("grace@example.com")).toBe(0);
   });
 
   it("an address the task's schema refuses at enqueue is 400, and the user is rolled back with it", async () => {
@@ -239,7 +245,8 @@ describe("as a process of its own, sent SIGTERM", () => {
     const exit = await service.exited;
     expect(exit.code, service.output()).toBe(0);
     expect(exit.at - signalled).toBeLessThan(30_000);
-    expect(await jobRow(jobId)).toMatchObject({ status: "completed" });
+    // The drain let the job finish: completed, so its row is gone, and its one mail was sent.
+    expect(await jobRow(jobId)).toBeUndefined();
     expect(await mailsFor("slow@example.com")).toBe(1);
     expect(service.output()).toMatch(/"msg":"worker stopped"/);
   }, 90_000);

@@ -100,6 +100,9 @@ const demoOn = async (
         pollIntervalMs: 200,
         sweepIntervalMs: 1_000,
         retention: false,
+        // The demo's summary reads every job's row, completed ones included (a worker deletes
+        // them at completion by default).
+        keepCompleted: true,
         // The demo prints every job's outcome itself, dead ones with their error: the worker's
         // own per-attempt lines (JSON) would say each one twice. Only what stops the demo is logged.
         logger: createLogger({ level: "fatal" }),

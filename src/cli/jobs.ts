@@ -2,6 +2,10 @@ import type { Command } from "commander";
 import { cancelJob, getJob, jobSteps, listJobs, retryDeadJob, type AdminResult, type Job, type JobStatus } from "../db/index.ts";
 import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
+/** A job not found may have completed: a worker deletes completed jobs unless it keeps them. */
+const missing = (id: string) =>
+  `job ${id} does not exist (never enqueued, or completed: workers delete completed jobs unless keepCompleted; or removed by retention)`;
+
 const report = (action: string, id: string, result: AdminResult, wanted: string): void => {
   if (result.outcome === "applied") {
     process.stdout.write(`job ${id} ${action}\n`);
@@ -9,7 +13,7 @@ const report = (action: string, id: string, result: AdminResult, wanted: string)
   }
   throw new Error(
     result.outcome === "not_found"
-      ? `job ${id} does not exist`
+      ? missing(id)
       : result.outcome === "key_taken"
         ? `job ${id} cannot be ${action}: its key ${JSON.stringify(result.key)} is held by job ${result.heldBy}, which is ${result.heldByStatus}. ` +
           `Let that job finish (or cancel it: picket jobs cancel ${result.heldBy}), then retry this one.`
@@ -43,7 +47,7 @@ export const jobsCommand = (program: Command): void => {
         const job = await getJob(pool, id, statementOptions(options));
         return job === null ? null : { ...job, steps: await jobSteps(pool, job.id, statementOptions(options)) };
       });
-      if (found === null) throw new Error(`job ${id} does not exist`);
+      if (found === null) throw new Error(missing(id));
       process.stdout.write(`${JSON.stringify(found, null, 2)}\n`);
     },
   );

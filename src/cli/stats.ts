@@ -21,6 +21,10 @@ export const formatStats = (stats: QueueStats): string => {
         : `pending jobs no live worker has a handler for: ${list}; start a worker with these tasks, or cancel the jobs (picket jobs cancel <id>)`,
     );
   }
+  // Completed rows are deleted unless kept: the live workers say how fast jobs complete.
+  if (stats.completedPerSecond.length > 0) {
+    lines.push("", `completed per second by live workers: ${stats.completedPerSecond.map((r) => `${r.type} ${r.perSecond.toFixed(1)}`).join(", ")}`);
+  }
   const age = stats.oldestReadyAgeSeconds;
   lines.push("", `oldest ready pending job: ${age === null ? "none" : `${age.toFixed(1)} s`}`);
   if (stats.recentDead.length > 0) {
@@ -32,7 +36,7 @@ export const formatStats = (stats: QueueStats): string => {
 
 export const statsCommand = (program: Command): void => {
   withDatabaseOptions(
-    program.command("stats").description("jobs per task and status, oldest waiting job, recent dead jobs").option("--json", "print JSON"),
+    program.command("stats").description("jobs per task and status (completed ones where kept), completions per second, oldest waiting job, recent dead jobs").option("--json", "print JSON"),
   ).action(async (options: DatabaseOptions & { json?: boolean }) => {
     const stats = await withPool(options, (pool) => queueStats(pool, statementOptions(options)));
     process.stdout.write(options.json ? `${JSON.stringify(stats, null, 2)}\n` : formatStats(stats));

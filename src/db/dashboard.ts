@@ -6,7 +6,7 @@ import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
 import type { ErrorEntry, JobStatus } from "./job-row.ts";
-import { handlerCoverage, listWorkers, type HandlerCoverage, type WorkerRow } from "./workers.ts";
+import { completionRates, handlerCoverage, listWorkers, type HandlerCoverage, type WorkerRow } from "./workers.ts";
 import { listSchedules, type ScheduleView } from "./schedules.ts";
 
 /** A job that failed recently: retrying (pending with an error) or dead. */
@@ -25,7 +25,10 @@ export interface FailedJob {
 export interface DashboardSnapshot {
   /** Live jobs by task and status. */
   depth: QueueDepthRow[];
-  /** Jobs finished in the last FINISHED_WINDOW_S seconds, by task and status: the rate per second is count / window. */
+  /**
+   * Jobs finished in the last FINISHED_WINDOW_S seconds, by task and status: the rate per second is
+   * count / window. Completed: from the live workers' reported rates (their rows may be deleted).
+   */
   finished: Array<{ type: string; status: JobStatus; count: number }>;
   finishedWindowSeconds: number;
   retrying: FailedJob[];
@@ -40,10 +43,12 @@ export interface DashboardSnapshot {
 const FINISHED_WINDOW_S = 5;
 const LISTED = 20;
 
+// Dead and cancelled jobs are counted from their rows; completed ones from the live workers'
+// reported rates (completionRates: a completed row may have been deleted).
 const finishedSql = perSchema(
   (schema) => `
-  SELECT type, status, count(*)::int AS count FROM ${schema}.jobs
-  WHERE finished_at > now() - interval '${FINISHED_WINDOW_S} seconds' AND status IN ('completed', 'dead', 'cancelled')
+  SELECT type, status, count(*)::float8 AS count FROM ${schema}.jobs
+  WHERE finished_at > now() - interval '${FINISHED_WINDOW_S} seconds' AND status IN ('dead', 'cancelled')
   GROUP BY type, status ORDER BY type, status`,
 );
 
@@ -63,14 +68,17 @@ const deadSql = perSchema(
 
 export const dashboardSnapshot = async (db: Queryable, options: StatementOptions = {}): Promise<DashboardSnapshot> => {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const [depth, finished, retrying, dead, workers, schedules, handlers] = await Promise.all([
+  const [depth, finished, rates, retrying, dead, workers, schedules, handlers] = await Promise.all([
     queueDepth(db, options),
     runStatement<DashboardSnapshot["finished"][number]>(db, { text: finishedSql(schema) }, options),
+    completionRates(db, options),
     runStatement<FailedJob>(db, { text: retryingSql(schema) }, options),
     runStatement<FailedJob>(db, { text: deadSql(schema) }, options),
     listWorkers(db, options),
     listSchedules(db, options),
     handlerCoverage(db, options),
   ]);
-  return { depth, finished: finished.rows, finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows, dead: dead.rows, workers, schedules, handlers };
+  const completed = rates.map((r) => ({ type: r.type, status: "completed" as const, count: r.perSecond * FINISHED_WINDOW_S }));
+  const byTask = (a: { type: string; status: string }, b: { type: string; status: string }) => (a.type < b.type ? -1 : a.type > b.type ? 1 : a.status < b.status ? -1 : 1);
+  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows, dead: dead.rows, workers, schedules, handlers };
 };

@@ -36,6 +36,20 @@ export const fence = (row: string, token: string): string => `${row}.claim_token
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ID = /^[1-9][0-9]{0,18}$/;
 
+/**
+ * The write itself, as the CTEs that end in one named `written`, returning (id, token, status) of
+ * each row written: `where(locked)` picks the rows of the live claims whose locked row (`c`, with
+ * `c.keyed`: the row holds a dedupe key) matches `locked`, the fence included; `returning` is the id
+ * and token, and `col(name)` reads the claim's own value of a column.
+ */
+type Write = (parts: { schema: string; col: (name: string) => string; where: (locked?: string) => string; returning: string }) => string;
+
+/** The common write: one UPDATE of the claims' rows. */
+const update =
+  (set: (schema: string, col: (name: string) => string) => string): Write =>
+  ({ schema, col, where, returning }) =>
+    `written AS (UPDATE ${schema}.jobs AS j SET ${set(schema, col)} WHERE ${where()} RETURNING ${returning}, j.status)`;
+
 /** A per-claim value the write reads: JSON (jsonb), text, or an integer. */
 interface Column<T> {
   name: string;
@@ -71,7 +85,7 @@ const errorText = (error: unknown): string => {
 const fencedWrite = <T extends Claim>(
   statement: string,
   columns: Column<T>[],
-  set: (schema: string, col: (name: string) => string) => string,
+  write: Write,
   value: (item: T) => T = (item) => item,
 ) => {
   const claimOf = (row: string) => `($2::jsonb -> ${row}.id::text)`;
@@ -85,17 +99,17 @@ const fencedWrite = <T extends Claim>(
     (schema) => `
   WITH c AS (
     SELECT c.id, c.token, l.id IS NOT NULL AS locked, coalesce(${fence("l", "c.token")}, false) AS live,
-           l.status AS row_status, l.claim_token AS row_token
+           l.status AS row_status, l.claim_token AS row_token, l.key IS NOT NULL AS keyed
     FROM (SELECT c.id, ${tokenOf("c")} AS token FROM unnest($1::bigint[]) AS c(id)) AS c
     LEFT JOIN LATERAL (
-      SELECT l.id, l.status, l.claim_token FROM ${schema}.jobs AS l WHERE l.id = c.id FOR UPDATE SKIP LOCKED
+      SELECT l.id, l.status, l.claim_token, l.key FROM ${schema}.jobs AS l WHERE l.id = c.id FOR UPDATE SKIP LOCKED
     ) AS l ON true
-  ), written AS (
-    UPDATE ${schema}.jobs AS j SET ${set(schema, col)}
-    WHERE j.id = ANY (ARRAY(SELECT c.id FROM c WHERE c.live))
-      AND ${fence("j", tokenOf("j"))}
-    RETURNING j.id, ${tokenOf("j")} AS token, j.status
-  )
+  ), ${write({
+    schema,
+    col,
+    where: (locked = "true") => `j.id = ANY (ARRAY(SELECT c.id FROM c WHERE c.live AND ${locked})) AND ${fence("j", tokenOf("j"))}`,
+    returning: `j.id, ${tokenOf("j")} AS token`,
+  })}
   SELECT id, token, status FROM written
   UNION ALL
   SELECT c.id, c.token, 'cancelled' FROM c WHERE c.locked AND c.row_status = 'cancelled' AND c.row_token = c.token
@@ -172,13 +186,45 @@ const withJson =
   <K extends string>(key: K, what: string) =>
   <T extends Claim & { [P in K]?: unknown }>(item: T): T => ({ ...item, [key]: storableJson(item[key], what) });
 
-/** Completed, with the handler's result (any JSON value) if it returned one. */
-export const completeJobs = fencedWrite<Claim & { result?: unknown }>(
+const completedSet = (col: (name: string) => string) =>
+  `status = 'completed', result = ${col("result")}, finished_at = now(), lock_until = NULL, updated_at = now()`;
+
+/** Completion that keeps every row: completed, with its result, until retention removes it. */
+const completeKeeping = fencedWrite<Claim & { result?: unknown }>(
   "complete",
   [{ name: "result", sqlType: "jsonb", value: (item) => item.result as string | null }],
-  (_, col) => `status = 'completed', result = ${col("result")}, finished_at = now(), lock_until = NULL, updated_at = now()`,
+  update((_, col) => completedSet(col)),
   withJson("result", "job's result"),
 );
+
+/**
+ * Completion that deletes the row (the cheapest write there is: no new row version, no new index
+ * entries), except a row that holds a dedupe key, which stays completed: a later enqueue with the
+ * key in "window" mode dedupes against it (any window, so any keyed row may be read), and
+ * retention removes it. Whether a row holds a key is read by the lock step (`c.keyed`), which holds
+ * the row's lock, so the key cannot move before the write: each row is written by exactly one of the
+ * two. (Read there, not as `j.key IS NOT NULL` in the write: that predicate let a generic plan reach
+ * the rows through the live-key index, a scan of every keyed live job per batch.)
+ */
+const completeDeleting = fencedWrite<Claim & { result?: unknown }>(
+  "complete_delete",
+  [{ name: "result", sqlType: "jsonb", value: (item) => item.result as string | null }],
+  ({ schema, col, where, returning }) => `
+  removed AS (DELETE FROM ${schema}.jobs AS j WHERE ${where("NOT c.keyed")} RETURNING ${returning}, 'completed'::text AS status),
+  kept AS (UPDATE ${schema}.jobs AS j SET ${completedSet(col)} WHERE ${where("c.keyed")} RETURNING ${returning}, j.status),
+  written AS (SELECT * FROM removed UNION ALL SELECT * FROM kept)`,
+  withJson("result", "job's result"),
+);
+
+/**
+ * Completed, with the handler's result (any JSON value) if it returned one. Unless
+ * `keepCompleted`, the row is deleted (its result with it) where it holds no dedupe key.
+ */
+export const completeJobs = (
+  db: Queryable,
+  items: readonly (Claim & { result?: unknown })[],
+  options: StatementOptions & { keepCompleted?: boolean } = {},
+): Promise<FencedResult[]> => (options.keepCompleted === true ? completeKeeping : completeDeleting)(db, items, options);
 
 /** A failure as a fenced write records it: the message, and where it was thrown when known. */
 type Failure = Claim & { error: string; stack?: string };
@@ -188,13 +234,13 @@ const failureColumns: Column<Failure>[] = [
 ];
 
 /** A failed attempt: pending again after the backoff, or dead when the attempts are spent. */
-export const failJobs = fencedWrite<Failure>("fail", failureColumns, (schema, col) => unfinishedAttemptSet(schema, col("error"), col("stack")));
+export const failJobs = fencedWrite<Failure>("fail", failureColumns, update((schema, col) => unfinishedAttemptSet(schema, col("error"), col("stack"))));
 
 /** A permanent failure: dead now, whatever attempts remain. */
 export const deadLetterJobs = fencedWrite<Failure>(
   "dead_letter",
   failureColumns,
-  (schema, col) => `status = 'dead', finished_at = now(), lock_until = NULL, ${errorSet(schema, col("error"), col("stack"))}, updated_at = now()`,
+  update((schema, col) => `status = 'dead', finished_at = now(), lock_until = NULL, ${errorSet(schema, col("error"), col("stack"))}, updated_at = now()`),
 );
 
 /** A lease to grant again: a positive integer of milliseconds, checked before any row is touched. */
@@ -216,7 +262,7 @@ export const reportProgress = fencedWrite<Claim & { progress: unknown; leaseMs: 
     { name: "progress", sqlType: "jsonb", value: (item) => item.progress as string | null },
     { name: "lease_ms", sqlType: "int", value: (item) => item.leaseMs },
   ],
-  (_, col) => `progress = ${col("progress")}, lock_until = clock_timestamp() + ${col("lease_ms")} * interval '1 millisecond', updated_at = now()`,
+  update((_, col) => `progress = ${col("progress")}, lock_until = clock_timestamp() + ${col("lease_ms")} * interval '1 millisecond', updated_at = now()`),
   (item) => withJson("progress", "progress value")(checkLease(item)),
 );
 
@@ -230,7 +276,7 @@ export const reportProgress = fencedWrite<Claim & { progress: unknown; leaseMs: 
 export const renewLeases = fencedWrite<Claim & { leaseMs: number }>(
   "renew",
   [{ name: "lease_ms", sqlType: "int", value: (item) => item.leaseMs }],
-  (_, col) => `lock_until = clock_timestamp() + ${col("lease_ms")} * interval '1 millisecond', updated_at = now()`,
+  update((_, col) => `lock_until = clock_timestamp() + ${col("lease_ms")} * interval '1 millisecond', updated_at = now()`),
   checkLease,
 );
 
@@ -241,7 +287,9 @@ export const renewLeases = fencedWrite<Claim & { leaseMs: number }>(
 export const releaseJobs = fencedWrite<Claim>(
   "release",
   [],
-  () =>
-    `status = 'pending', attempts = greatest(j.attempts - 1, 0), run_at = now(), claim_token = NULL, locked_by = NULL, ` +
-    `locked_at = NULL, lock_until = NULL, updated_at = now()`,
+  update(
+    () =>
+      `status = 'pending', attempts = greatest(j.attempts - 1, 0), run_at = now(), claim_token = NULL, locked_by = NULL, ` +
+      `locked_at = NULL, lock_until = NULL, updated_at = now()`,
+  ),
 );

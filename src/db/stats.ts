@@ -2,7 +2,7 @@ import type { Queryable, StatementOptions } from "./queryable.ts";
 import { runStatement } from "./statement.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import type { JobStatus } from "./job-row.ts";
-import { handlerCoverage, type HandlerCoverage } from "./workers.ts";
+import { completionRates, handlerCoverage, type CompletionRate, type HandlerCoverage } from "./workers.ts";
 
 export interface QueueStats {
   /** Jobs per task and status. */
@@ -13,6 +13,11 @@ export interface QueueStats {
   recentDead: Array<{ id: string; type: string; attempts: number; lastError: string | null; finishedAt: Date }>;
   /** The live workers (by heartbeat) and the pending jobs none of them has a handler for. */
   handlers: HandlerCoverage;
+  /**
+   * Jobs completed per second by the live workers, by task (their heartbeats say). Completed jobs
+   * are in `counts` only where kept (keepCompleted): by default a completion deletes the row.
+   */
+  completedPerSecond: CompletionRate[];
 }
 
 const countsSql = perSchema(
@@ -32,13 +37,14 @@ const recentDeadSql = perSchema(
 
 export const queueStats = async (db: Queryable, options: StatementOptions & { deadLimit?: number } = {}): Promise<QueueStats> => {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const [counts, oldest, dead, handlers] = await Promise.all([
+  const [counts, oldest, dead, handlers, completedPerSecond] = await Promise.all([
     runStatement<QueueStats["counts"][number]>(db, { text: countsSql(schema) }, options),
     runStatement<{ age: number | null }>(db, { text: oldestReadySql(schema) }, options),
     runStatement<QueueStats["recentDead"][number]>(db, { text: recentDeadSql(schema), values: [options.deadLimit ?? 10] }, options),
     handlerCoverage(db, options),
+    completionRates(db, options),
   ]);
-  return { counts: counts.rows, oldestReadyAgeSeconds: oldest.rows[0]?.age ?? null, recentDead: dead.rows, handlers };
+  return { counts: counts.rows, oldestReadyAgeSeconds: oldest.rows[0]?.age ?? null, recentDead: dead.rows, handlers, completedPerSecond };
 };
 
 /** Live jobs (pending and processing) per task and status: the queue-depth gauge's one query. */

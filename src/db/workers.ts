@@ -27,6 +27,8 @@ export interface WorkerBeat {
   waiting: number;
   /** The task names it has handlers for (migration 0005). */
   tasks: string[];
+  /** Jobs it completed per second since its previous beat, by task (migration 0009). */
+  completedPerSecond: Record<string, number>;
 }
 
 export interface WorkerRow extends WorkerBeat {
@@ -43,10 +45,11 @@ const beatSql = perSchema(
   WITH forgotten AS (
     DELETE FROM ${schema}.workers WHERE last_beat < now() - interval '${FORGET_SILENT_WORKERS_AFTER}' AND id <> $1
   )
-  INSERT INTO ${schema}.workers AS w (id, host, pid, version, started_at, last_beat, concurrency, state, jobs, running, waiting, tasks)
-  VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11::text[])
+  INSERT INTO ${schema}.workers AS w (id, host, pid, version, started_at, last_beat, concurrency, state, jobs, running, waiting, tasks, completed_per_s)
+  VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11::text[], $12::jsonb)
   ON CONFLICT (id) DO UPDATE SET last_beat = now(), state = EXCLUDED.state, jobs = EXCLUDED.jobs,
-    running = EXCLUDED.running, waiting = EXCLUDED.waiting, concurrency = EXCLUDED.concurrency, tasks = EXCLUDED.tasks`,
+    running = EXCLUDED.running, waiting = EXCLUDED.waiting, concurrency = EXCLUDED.concurrency, tasks = EXCLUDED.tasks,
+    completed_per_s = EXCLUDED.completed_per_s`,
 );
 
 /** Writes the worker's row (and forgets workers silent for an hour). */
@@ -56,7 +59,7 @@ export const beat = async (db: Queryable, worker: WorkerBeat, options: Statement
     {
       name: `picket_beat_${options.schema ?? DEFAULT_SCHEMA}`,
       text: beatSql(options.schema ?? DEFAULT_SCHEMA),
-      values: [worker.id, worker.host, worker.pid, worker.version, worker.startedAt, worker.concurrency, worker.state, JSON.stringify(worker.jobs), worker.running, worker.waiting, worker.tasks],
+      values: [worker.id, worker.host, worker.pid, worker.version, worker.startedAt, worker.concurrency, worker.state, JSON.stringify(worker.jobs), worker.running, worker.waiting, worker.tasks, JSON.stringify(worker.completedPerSecond)],
     },
     options,
   );
@@ -72,7 +75,7 @@ export const removeWorker = async (db: Queryable, id: string, options: Statement
 const listSql = perSchema(
   (schema) => `
   SELECT id, host, pid, version, started_at AS "startedAt", last_beat AS "lastBeat", concurrency, state, jobs, running, waiting, tasks,
-         (extract(epoch FROM now() - last_beat) * 1000)::float8 AS "silentMs"
+         completed_per_s AS "completedPerSecond", (extract(epoch FROM now() - last_beat) * 1000)::float8 AS "silentMs"
   FROM ${schema}.workers ORDER BY host, started_at, id`,
 );
 
@@ -116,3 +119,27 @@ const coverageSql = perSchema(
 /** The live workers' task names, and the pending jobs none of them can run. */
 export const handlerCoverage = async (db: Queryable, options: StatementOptions & { liveWithinMs?: number } = {}): Promise<HandlerCoverage> =>
   (await runStatement<HandlerCoverage>(db, { text: coverageSql(options.schema ?? DEFAULT_SCHEMA), values: [options.liveWithinMs ?? LIVE_WORKER_MS] }, options)).rows[0]!;
+
+/** Jobs a task's live workers complete per second, as their last heartbeats reported it. */
+export interface CompletionRate {
+  type: string;
+  perSecond: number;
+}
+
+// A worker reports its rate at each beat (every 2 s by default): one silent for longer than this has
+// stopped or died, and its last rate no longer holds.
+const RATE_WORKER_SILENT_S = 10;
+
+// Completions are counted by the workers, not from rows: a worker deletes a completed job's row
+// unless it keeps completed jobs (migration 0009). Each worker counts only its own completions, so
+// a kept row is not counted twice.
+const ratesSql = perSchema(
+  (schema) => `
+  SELECT r.key AS type, sum(r.value::float8)::float8 AS "perSecond"
+  FROM ${schema}.workers AS w, jsonb_each_text(w.completed_per_s) AS r
+  WHERE w.last_beat > now() - interval '${RATE_WORKER_SILENT_S} seconds'
+  GROUP BY r.key ORDER BY r.key`,
+);
+
+export const completionRates = async (db: Queryable, options: StatementOptions = {}): Promise<CompletionRate[]> =>
+  (await runStatement<CompletionRate>(db, { text: ratesSql(options.schema ?? DEFAULT_SCHEMA) }, options)).rows;

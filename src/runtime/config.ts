@@ -63,6 +63,13 @@ export interface SupervisorOptions {
   sweepBatchSize?: number;
   /** How long stop() lets running jobs finish before interrupting and releasing them; default 30 s. */
   drainTimeoutMs?: number;
+  /**
+   * Keep completed jobs' rows (status, result, timings) until retention removes them. Default
+   * false: a completed job's row is deleted in its completion's statement, the cheapest write a
+   * completion can make, and `jobs show` no longer finds it. A job holding a dedupe key is kept
+   * either way (a "window" enqueue dedupes against it). Dead and cancelled jobs are always kept.
+   */
+  keepCompleted?: boolean;
   /** Deletes old finished jobs; false turns it off. Default: completed and cancelled after 7 days, hourly. */
   retention?: false | { olderThanMs?: number; intervalMs?: number; batchSize?: number };
   /** LISTEN for enqueues to pick work up at once (polling stays as the fallback); default true. */
@@ -109,6 +116,7 @@ export interface ResolvedConfig {
   sweepBatchSize: number;
   drainTimeoutMs: number;
   renewIntervalMs: number;
+  keepCompleted: boolean;
   retention: false | { olderThanMs: number; intervalMs: number; batchSize: number };
   listen: boolean;
   schedules: false | { intervalMs: number; graceMs: number; now: (() => Date) | undefined };
@@ -127,6 +135,11 @@ const int = (name: string, value: unknown, fallback: number, min: number): numbe
     throw new InvalidConfigError(`picket: ${name} must be an integer ≥ ${min} (got ${String(value)}).`);
   }
   return v;
+};
+
+const bool = (name: string, value: unknown, fallback: boolean): boolean => {
+  if (value !== undefined && typeof value !== "boolean") throw new InvalidConfigError(`picket: ${name} must be true or false (got ${String(value)}).`);
+  return value ?? fallback;
 };
 
 /** A TCP port: 0 (any free one) to 65535; a larger number would fail only inside the health server. */
@@ -201,6 +214,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     sweepBatchSize: int("sweepBatchSize", options.sweepBatchSize, 1_000, 1),
     drainTimeoutMs: int("drainTimeoutMs", options.drainTimeoutMs, 30_000, 0),
     renewIntervalMs,
+    keepCompleted: bool("keepCompleted", options.keepCompleted, false),
     retention,
     listen: options.listen ?? true,
     schedules,

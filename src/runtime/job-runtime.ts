@@ -56,6 +56,8 @@ export interface JobRuntimeDeps {
   /** Times each outcome statement; default a registry nobody reads. */
   metrics?: WorkerMetrics;
   logPayloads: boolean;
+  /** Completed jobs' rows stay (else deleted at completion, unless they hold a dedupe key); default false. */
+  keepCompleted?: boolean;
   /** The task for a job type, or undefined when this worker has none. */
   taskFor: (type: string) => Task | undefined;
   /** A progress write found the claim fenced: the job's machine must be told. */
@@ -100,7 +102,8 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   const schema = options.schema;
   // Completions and failures are the hot writes: coalesced per event-loop turn.
   const metrics = deps.metrics ?? new WorkerMetrics();
-  const complete = createWriteBatcher((items: Array<Claim & { result?: unknown }>) => metrics.timed("complete", () => completeJobs(db, items, options)));
+  const completion = { ...options, keepCompleted: deps.keepCompleted ?? false };
+  const complete = createWriteBatcher((items: Array<Claim & { result?: unknown }>) => metrics.timed("complete", () => completeJobs(db, items, completion)));
   const fail = createWriteBatcher((items: Array<Claim & { error: string; stack?: string }>) => metrics.timed("fail", () => failJobs(db, items, options)));
   const log = (job: ClaimedJob) => jobLogger(deps.logger, job, { logPayload: deps.logPayloads });
 

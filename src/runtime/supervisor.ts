@@ -41,6 +41,7 @@ import { supervisorMachine, type PollOutput } from "../machines/supervisor-machi
 import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
 import { startHealthServer, type HealthCheck, type HealthReport } from "./health-server.ts";
 import { HeldJobs } from "./held-jobs.ts";
+import { CompletionRate } from "./completion-rate.ts";
 import { createJobRuntime, type JobRuntime } from "./job-runtime.ts";
 import { inspectorFor, parentFor } from "./inspection.ts";
 import { LeaseWatch, localDeadline } from "./lease-watch.ts";
@@ -112,6 +113,8 @@ export class Supervisor {
   private actor: Actor<typeof supervisorMachine> | undefined;
   /** The claims this worker holds: slots, the local buffer, leases, outcomes counted. */
   private readonly held: HeldJobs;
+  /** Its completions per second since the last heartbeat, which reports them. */
+  private readonly completionRate = new CompletionRate(performance.now());
   private readonly startedAt = new Date();
   /** What the worker measures; the health server serves its Prometheus registry at /metrics. */
   readonly metrics: WorkerMetrics;
@@ -169,6 +172,7 @@ export class Supervisor {
       logger: this.logger,
       create: (job, slotFree, observer) => this.jobs!.create(job, slotFree, observer),
       finished: (entry, outcome, error) => {
+        if (outcome === "completed") this.completionRate.completed(entry.job.type);
         // Its queue or its task's cluster limit has room now that the row has left processing:
         // claim again soon, here (another worker's probe may be a poll interval away).
         if (this.slowClaimed.has(entry.job)) {
@@ -224,6 +228,7 @@ export class Supervisor {
       statements: this.statements,
       logger: this.logger,
       logPayloads: this.config.logPayloads,
+      keepCompleted: this.config.keepCompleted,
       taskFor: (type) => this.tasks.get(type),
       leaseLost: (job) => this.held.get(job)?.actor.send({ type: "LEASE_LOST" }),
       stepRecorded: (job, name) => this.held.get(job)?.actor.send({ type: "STEP_RECORDED", name }),
@@ -715,6 +720,7 @@ export class Supervisor {
       running: total(running),
       waiting: total(waiting),
       tasks: [...this.tasks.keys()],
+      completedPerSecond: this.completionRate.take(performance.now()),
     };
   }
 

@@ -35,6 +35,11 @@ export interface TestRuntimeOptions {
   schema?: string;
   /** Default: a logger that writes nothing. */
   logger?: Logger;
+  /**
+   * Keep completed jobs' rows, so a test reads their status and result; default true here (a
+   * worker's default is false: see SupervisorOptions.keepCompleted). false runs as a default worker.
+   */
+  keepCompleted?: boolean;
 }
 
 /** Hooks a run can be given: the runtime's own events about the job, and each state it enters. */
@@ -77,6 +82,7 @@ export class TestRuntime {
       statements: { schema: options.schema ?? DEFAULT_SCHEMA },
       logger: options.logger ?? silentLogger(),
       logPayloads: false,
+      keepCompleted: options.keepCompleted ?? true,
       taskFor: (type) => this.tasks.get(type) as Task | undefined,
       leaseLost: (job) => send(job, { type: "LEASE_LOST" }),
       cancelled: (job) => send(job, { type: "CANCEL" }),

@@ -38,7 +38,10 @@ export const stopStartedWorkers = async (): Promise<void> => {
   );
 };
 
-/** Starts a supervisor with fast test intervals and records every job outcome. */
+/**
+ * Starts a supervisor with fast test intervals and records every job outcome. It keeps completed
+ * jobs' rows, which most tests read; test/completion.test.ts runs the default (deleted at completion).
+ */
 export const startWorker = async (options: Partial<SupervisorOptions> & Pick<SupervisorOptions, "tasks">) => {
   const logs = captureLogs();
   const supervisor = createSupervisor({
@@ -46,6 +49,7 @@ export const startWorker = async (options: Partial<SupervisorOptions> & Pick<Sup
     sweepIntervalMs: 100,
     drainTimeoutMs: 5_000,
     retention: false,
+    keepCompleted: true,
     logger: logs.logger,
     ...options,
   });
