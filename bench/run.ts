@@ -58,7 +58,9 @@ interface Scenario {
 const drains = {
   picketDefaults: { script: "throughput.ts", args: ["--jobs", jobs, ...analyze] },
   picketBest: { script: "throughput.ts", args: ["--jobs", jobs, "--tuned", ...analyze] },
+  picketBestKept: { script: "throughput.ts", args: ["--jobs", jobs, "--tuned", "--keep-completed", ...analyze] },
   bareLoop: { script: "limit.ts", args: ["--jobs", jobs, ...analyze] },
+  bareLoopKept: { script: "limit.ts", args: ["--jobs", jobs, "--keep-completed", ...analyze] },
   graphileDefaults: { script: "peers/throughput-graphile.ts", args: ["--jobs", jobs, ...analyze] },
   graphileTuned: { script: "peers/throughput-graphile.ts", args: ["--jobs", jobs, "--tuned", ...analyze] },
   pgbossDefaults: { script: "peers/throughput-pgboss.ts", args: ["--jobs", jobs, ...analyze] },
@@ -108,6 +110,7 @@ const latencyScenarios = (setting: "on" | "off"): Scenario[] =>
 const scenarios: Scenario[] = [
   throughput("picket (defaults)", drains.picketDefaults),
   throughput("picket (concurrency 200)", drains.picketBest),
+  throughput("picket (concurrency 200, keepCompleted)", drains.picketBestKept),
   throughput("graphile-worker (defaults)", drains.graphileDefaults),
   throughput("graphile-worker (high-throughput settings)", drains.graphileTuned),
   throughput("pg-boss (defaults)", drains.pgbossDefaults),
@@ -125,6 +128,7 @@ const scenarios: Scenario[] = [
   { group: "enqueue", name: "graphile-worker addJobs", run: drains.graphileDefaults, metric: "enqueuePerSecond", unit: "jobs/s", higherIsBetter: true },
   { group: "enqueue", name: "pg-boss insert", run: drains.pgbossDefaults, metric: "enqueuePerSecond", unit: "jobs/s", higherIsBetter: true },
   { group: "limit", name: "bare claim + complete loop (picket's statements)", run: drains.bareLoop, metric: "jobsPerSecond", unit: "jobs/s", higherIsBetter: true },
+  { group: "limit", name: "bare claim + complete loop, completed rows kept", run: drains.bareLoopKept, metric: "jobsPerSecond", unit: "jobs/s", higherIsBetter: true },
   ...latencyScenarios("on"),
   ...latencyScenarios("off"),
   { group: "recovery", name: "picket SIGKILL → 100 jobs done elsewhere", run: { script: "recovery.ts", args: [] }, metric: "recoverySeconds", unit: "s", higherIsBetter: false },
@@ -139,7 +143,9 @@ const selected = values.only ? scenarios.filter((s) => values.only!.split(",").i
 const costRows: Array<{ label: string; run: Run }> = [
   { label: "picket (defaults)", run: drains.picketDefaults },
   { label: "picket (best: concurrency 200)", run: drains.picketBest },
+  { label: "picket (concurrency 200, keepCompleted)", run: drains.picketBestKept },
   { label: "picket bare claim + complete loop", run: drains.bareLoop },
+  { label: "picket bare loop, completed rows kept", run: drains.bareLoopKept },
   { label: "graphile-worker (defaults)", run: drains.graphileDefaults },
   { label: "graphile-worker (high-throughput settings)", run: drains.graphileTuned },
   { label: "pg-boss (batchSize 100, localConcurrency 4)", run: drains.pgbossTuned },
