@@ -61,4 +61,21 @@ describe("the write batcher", () => {
     await expect(last).rejects.toBeDefined();
     expect(statements).toEqual([["1", "3"]]);
   });
+
+  it("with a gather window, sends the writes made within it of the first together, and later ones in a batch of their own", async () => {
+    const statements: string[][] = [];
+    const write = createWriteBatcher<Claim>(async (items) => {
+      statements.push(items.map((item) => item.id));
+      return items.map((item) => applied(item.id));
+    }, 1_000, 40);
+    const first = write(claim(1));
+    // Turns of the event loop later, still within the window: the same statement.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const second = write(claim(2));
+    expect(statements).toEqual([]);
+    await Promise.all([first, second]);
+    expect(statements).toEqual([["1", "2"]]);
+    await write(claim(3));
+    expect(statements).toEqual([["1", "2"], ["3"]]);
+  });
 });

@@ -83,6 +83,15 @@ export interface JobRuntime {
   create(job: ClaimedJob, slotFree: boolean, observer: JobObserver): JobHandle;
 }
 
+const MAX_WRITE_BATCH = 1_000;
+
+// How long an outcome waits for others to share its statement. Sent at the end of its turn of the
+// event loop, a worker at concurrency 10 wrote its completions ten at a time. Measured (30,000
+// no-op jobs, defaults, alternating runs): 0 ms 9,416 jobs/s, 0.111 statements, 70 µs worker and
+// 94 µs PostgreSQL CPU per job; 1 ms 11,351, 0.049, 60 and 69; 4 ms 10,512. At concurrency 200,
+// where a turn fills a batch, 1 ms and 0 measured the same within the runs' spread.
+const OUTCOME_GATHER_MS = 1;
+
 /** A job run without an inspector: one options object for all of them. */
 const NO_RUN_OPTIONS: RunOptions = {};
 
@@ -103,8 +112,16 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   // Completions and failures are the hot writes: coalesced per event-loop turn.
   const metrics = deps.metrics ?? new WorkerMetrics();
   const completion = { ...options, keepCompleted: deps.keepCompleted ?? false };
-  const complete = createWriteBatcher((items: Array<Claim & { result?: unknown }>) => metrics.timed("complete", () => completeJobs(db, items, completion)));
-  const fail = createWriteBatcher((items: Array<Claim & { error: string; stack?: string }>) => metrics.timed("fail", () => failJobs(db, items, options)));
+  const complete = createWriteBatcher(
+    (items: Array<Claim & { result?: unknown }>) => metrics.timed("complete", () => completeJobs(db, items, completion)),
+    MAX_WRITE_BATCH,
+    OUTCOME_GATHER_MS,
+  );
+  const fail = createWriteBatcher(
+    (items: Array<Claim & { error: string; stack?: string }>) => metrics.timed("fail", () => failJobs(db, items, options)),
+    MAX_WRITE_BATCH,
+    OUTCOME_GATHER_MS,
+  );
   const log = (job: ClaimedJob) => jobLogger(deps.logger, job, { logPayload: deps.logPayloads });
 
   // The signal aborts when the machine leaves the write state (ABANDON): a batched write not yet
