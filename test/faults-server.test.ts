@@ -71,7 +71,8 @@ describe("the server goes away", () => {
       expect(logs.some((l) => l.loop === "lease renewal" && /did not finish within 1000 ms/.test(String((l.err as { message?: string })?.message)))).toBe(true);
       const stopAt = Date.now();
       await supervisor.stop();
-      expect(Date.now() - stopAt).toBeLessThan(300 + 2_000);
+      // The drain's deadline plus about 1.3 s (README), with room for a loaded machine (2.45 s seen in CI).
+      expect(Date.now() - stopAt).toBeLessThan(300 + 3_000);
       expect(outcomes.map((o) => o.outcome)).toEqual(["abandoned", "abandoned", "abandoned"]);
     } finally {
       await server.resume();

@@ -26,7 +26,8 @@ import { runUntilIdle } from "picket/testing";
 
 const connectionString = process.env.DATABASE_URL;
 const greet = defineTask({ name: "greet", handler: async (payload) => ({ hello: payload.name }) });
-const supervisor = createSupervisor({ connectionString, tasks: [greet], migrate: true, concurrency: 1 });
+// keepCompleted: the check below reads the completed row and its result.
+const supervisor = createSupervisor({ connectionString, tasks: [greet], migrate: true, concurrency: 1, keepCompleted: true });
 await supervisor.start();
 const pool = await openPool({ connectionString });
 const finished = new Promise((resolve) => supervisor.onJobFinished(resolve));

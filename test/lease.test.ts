@@ -79,12 +79,14 @@ describe("lost claims", () => {
   it("renews the leases of running jobs, so a long job is never swept from a live worker", async () => {
     const task = defineTask({
       name: "long",
-      leaseMs: 200,
-      handler: () => new Promise((resolve) => setTimeout(() => resolve("done"), 1_000)),
+      // Four leases long. A lease of 200 ms (renewed every 50) lapsed on a loaded machine in CI: a
+      // renewal late by 120 ms interrupts the handler, as it must.
+      leaseMs: 600,
+      handler: () => new Promise((resolve) => setTimeout(() => resolve("done"), 2_400)),
     });
     const job = await enqueueJob(db.pool, { type: "long" });
     const { outcomes } = await startWorker({ connectionString: db.url, tasks: [task] });
-    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 15_000 }).toMatchObject({ outcome: "completed" });
     expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", attempts: 1, result: "done" });
   });
 
