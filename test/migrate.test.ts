@@ -1,6 +1,8 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { InvalidConfigError, MigrationChecksumError, migrate, readMigrations, UnknownMigrationError } from "../src/db/index.ts";
+import { InvalidConfigError, MigrationChecksumError, migrate, readMigrations, SchemaOutOfDateError, UnknownMigrationError } from "../src/db/index.ts";
+import { createSupervisor } from "../src/runtime/supervisor.ts";
+import { defineTask } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 
 // An empty database: these tests migrate it themselves, in schemas of their own.
@@ -79,5 +81,22 @@ describe("migrations", () => {
     } finally {
       await client.end();
     }
+  });
+
+  it("a worker refuses to start on a schema that lacks a migration of its version, naming it and what to do", async () => {
+    const files = await readMigrations();
+    await migrate(db.pool, { schema: "behind", migrations: files.slice(0, -1) });
+    const supervisor = createSupervisor({ connectionString: db.url, schema: "behind", tasks: [defineTask({ name: "t", handler: async () => undefined })] });
+    const refused = supervisor.start();
+    await expect(refused).rejects.toThrow(SchemaOutOfDateError);
+    await expect(refused).rejects.toThrow(
+      `picket: the picket schema "behind" lacks migrations this version needs (${files.at(-1)!.name}): run \`picket migrate --schema behind\` (or pass migrate: true)`,
+    );
+    await supervisor.stop();
+    // Once migrated, the same worker starts.
+    await migrate(db.pool, { schema: "behind" });
+    const worker = createSupervisor({ connectionString: db.url, schema: "behind", tasks: [defineTask({ name: "t", handler: async () => undefined })] });
+    await worker.start();
+    await worker.stop();
   });
 });

@@ -43,6 +43,22 @@ export class StatementTimeoutError extends PicketError {
  * picket's tables are missing from the schema in use: nobody ran the migrations there (or the
  * schema name is wrong). Raised once at start, and by commands for 42P01 on picket's tables.
  */
+/** The schema exists but lacks migrations this version of picket needs: a worker refuses to start on it. */
+export class SchemaOutOfDateError extends PicketError {
+  override readonly name = "SchemaOutOfDateError";
+  readonly schema: string;
+  readonly missing: string[];
+  constructor(schema: string, missing: string[], options?: ErrorOptions) {
+    super(
+      `picket: the picket schema ${schema === "picket" ? "" : `"${schema}" `}lacks migrations this version needs (${missing.join(", ")}): ` +
+        `run \`picket migrate${schema === "picket" ? "" : ` --schema ${schema}`}\` (or pass migrate: true); workers of older versions keep working on the migrated schema`,
+      options,
+    );
+    this.schema = schema;
+    this.missing = missing;
+  }
+}
+
 export class SchemaNotSetUpError extends PicketError {
   override readonly name = "SchemaNotSetUpError";
   readonly schema: string;
