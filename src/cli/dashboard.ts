@@ -1,6 +1,6 @@
 import type { Command } from "commander";
-import { Effect, Fiber } from "effect";
-import { serveDashboard } from "../dashboard/server.ts";
+import * as Effect from "effect/Effect";
+import * as Fiber from "effect/Fiber";
 import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 interface DashboardCliOptions extends DatabaseOptions {
@@ -19,6 +19,8 @@ export const dashboardCommand = (program: Command): void => {
       .option("--token <token>", "allow retry and cancel to requests bearing this token (default: PICKET_DASHBOARD_TOKEN; without one they are refused)"),
   ).action(async (options: DashboardCliOptions) => {
     const token = options.token ?? process.env.PICKET_DASHBOARD_TOKEN;
+    // Loaded here, not with the CLI: a worker process has no use for the HTTP server's modules.
+    const { serveDashboard } = await import("../dashboard/server.ts");
     await withPool(options, async (pool) => {
       const fiber = Effect.runFork(serveDashboard({ db: pool, statements: statementOptions(options), port: options.port, host: options.host, ...(token ? { token } : {}) }));
       process.stderr.write(`picket dashboard: http://${options.host}:${options.port}/ (write actions ${token ? "need the token" : "off: no --token"})\n`);

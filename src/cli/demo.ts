@@ -1,7 +1,6 @@
 // `picket demo`: an embedded PostgreSQL, a mixed workload, a worker with a live display, and a
 // summary of what happened to every job.
 import type { Command } from "commander";
-import logUpdate from "log-update";
 import type pg from "pg";
 import { enqueueJobs, migrate } from "../db/index.ts";
 import { createLogger } from "../runtime/logger.ts";
@@ -107,6 +106,7 @@ const demoOn = async (
         // own per-attempt lines (JSON) would say each one twice. Only what stops the demo is logged.
         logger: createLogger({ level: "fatal" }),
       });
+      const { default: logUpdate } = await import("log-update");
       const runs = new Map<string, number[]>();
       supervisor.onJobFinished(({ job, outcome, error, durationMs }) => {
         runs.set(job.type, [...(runs.get(job.type) ?? []), durationMs]);

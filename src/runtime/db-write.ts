@@ -3,7 +3,8 @@
 // session holds locked ("busy") are retried for as long as it takes, while lease renewal keeps the
 // claim alive. It is given up only when the machine leaves the write state: the drain's time ran
 // out, or the process ends (then the sweep takes the job back). Never a handler failure.
-import { Effect, Schedule } from "effect";
+import * as Effect from "effect/Effect";
+import * as Schedule from "effect/Schedule";
 import { isTransientDbError, type FencedResult } from "../db/index.ts";
 
 /** The row was locked by another session when the write came: it is tried again. */

@@ -5,7 +5,9 @@
 // stops sending to it. /metrics serves the worker's metrics as Prometheus text.
 import { createServer, type Server } from "node:http";
 import { NodeHttpServer } from "@effect/platform-node";
-import { Effect, Layer, Logger } from "effect";
+import * as Effect from "effect/Effect";
+import * as Layer from "effect/Layer";
+import * as Logger from "effect/Logger";
 import type { Logger as PinoLogger } from "./logger.ts";
 import { HttpRouter, HttpServerResponse } from "effect/http";
 import type { Registry } from "prom-client";

@@ -1,6 +1,8 @@
 // The supervisor as an Effect service: acquired (started) with its Layer and drained when the
 // Layer's scope closes, so an Effect program's shutdown drains the worker.
-import { Context, Effect, Layer } from "effect";
+import * as Context from "effect/Context";
+import * as Effect from "effect/Effect";
+import * as Layer from "effect/Layer";
 import type { SupervisorOptions } from "./config.ts";
 import { createSupervisor, type Supervisor } from "./supervisor.ts";
 

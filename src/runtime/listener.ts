@@ -4,7 +4,8 @@
 // connection through PgBouncer in transaction mode, whose server connection goes back to the pool
 // after the LISTEN) is reported once, clearly, and the worker goes on by polling.
 import { randomBytes } from "node:crypto";
-import { Effect, Schedule } from "effect";
+import * as Effect from "effect/Effect";
+import * as Schedule from "effect/Schedule";
 import pg from "pg";
 import { destroySocket, notifyChannel, parseWake } from "../db/index.ts";
 import type { Logger } from "./logger.ts";

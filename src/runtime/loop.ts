@@ -1,6 +1,7 @@
 // Every background loop has one shape: one iteration as an Effect (which tests can run on its
 // own), its failures caught and logged inside the loop, repeated on a schedule with jitter.
-import { Effect, Schedule } from "effect";
+import * as Effect from "effect/Effect";
+import * as Schedule from "effect/Schedule";
 import type { Logger } from "./logger.ts";
 
 export const loop = (name: string, everyMs: number, iteration: Effect.Effect<void, unknown>, logger: Logger): Effect.Effect<never> =>

@@ -1,7 +1,7 @@
 // Runs a task's handler under the AbortSignal of the machine's `running` state: leaving the state
 // aborts the handler's signal; an isolated handler's worker thread is terminated instead.
 import { Worker } from "node:worker_threads";
-import { Effect } from "effect";
+import * as Effect from "effect/Effect";
 import { storableJson } from "../db/index.ts";
 import type { HandlerFailure } from "../machines/job-machine.ts";
 import type { HandlerContext, Task } from "./task.ts";

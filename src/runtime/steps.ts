@@ -1,6 +1,6 @@
 // ctx.step(name, fn): a named piece of a handler whose result is recorded under the job's claim,
 // so that a later attempt of the same job gets the result back instead of running fn again.
-import { Effect } from "effect";
+import * as Effect from "effect/Effect";
 import { checkStepName, jobSteps, recordStep, type ClaimedJob, type Queryable, type StatementOptions } from "../db/index.ts";
 import { dbWrite } from "./db-write.ts";
 

@@ -3,7 +3,8 @@
 import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
 import type { Server } from "node:http";
-import { Effect, Fiber } from "effect";
+import * as Effect from "effect/Effect";
+import * as Fiber from "effect/Fiber";
 import pg from "pg";
 import { createActor, fromCallback, fromPromise, waitFor, type Actor, type AnyActorRef } from "xstate";
 import {
@@ -39,7 +40,7 @@ import {
 import type { JobOutcome } from "../machines/job-machine.ts";
 import { supervisorMachine, type PollOutput } from "../machines/supervisor-machine.ts";
 import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
-import { startHealthServer, type HealthCheck, type HealthReport } from "./health-server.ts";
+import type { HealthCheck, HealthReport } from "./health-server.ts";
 import { HeldJobs } from "./held-jobs.ts";
 import { CompletionRate } from "./completion-rate.ts";
 import { createJobRuntime, type JobRuntime } from "./job-runtime.ts";
@@ -289,6 +290,9 @@ export class Supervisor {
    * what start() opened. Should the server fail later, the worker runs on and logs it.
    */
   private async startHealth(health: { port: number; host: string }): Promise<void> {
+    // Loaded only when asked for: the HTTP server and its Effect modules are a sizeable part of a
+    // worker's memory (docs/benchmarks.md).
+    const { startHealthServer } = await import("./health-server.ts");
     let failed: (error: unknown) => void = () => undefined;
     const listening = new Promise<void>((resolve, reject) => {
       failed = reject;

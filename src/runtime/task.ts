@@ -1,6 +1,7 @@
 // What a user defines: a task's name, its handler and its options, checked once at definition.
 import { isAbsolute } from "node:path";
-import { Effect, Schema } from "effect";
+import * as Effect from "effect/Effect";
+import * as Schema from "effect/Schema";
 import { checkSchedule, checkTaskLimits, checkTaskName, InvalidConfigError, type CheckedSchedule, type JobId, type ScheduleOptions } from "../db/index.ts";
 import type { Logger } from "./logger.ts";
 

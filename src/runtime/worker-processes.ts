@@ -5,9 +5,10 @@
 // to it closes.
 import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { Effect, Fiber } from "effect";
+import * as Effect from "effect/Effect";
+import * as Fiber from "effect/Fiber";
 import { InvalidConfigError } from "../db/index.ts";
-import { startHealthServer, type HealthCheck, type HealthReport } from "./health-server.ts";
+import type { HealthCheck, HealthReport } from "./health-server.ts";
 import { createLogger, type Logger } from "./logger.ts";
 
 /** The message a child sends once its supervisor has started (it has migrated and is polling). */
@@ -121,7 +122,11 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): WorkerProce
     );
     return combineReports(answers, stopping);
   };
-  const healthFiber = options.health ? Effect.runFork(startHealthServer(options.health, report, undefined, logger)) : undefined;
+  // (The HTTP server's modules are loaded only when a health port is given.)
+  const health = options.health;
+  const healthFiber = health
+    ? Effect.runFork(Effect.flatMap(Effect.promise(() => import("./health-server.ts")), ({ startHealthServer }) => startHealthServer(health, report, undefined, logger)))
+    : undefined;
 
   const signalAll = () => {
     for (const child of children.values()) child.kill("SIGTERM");

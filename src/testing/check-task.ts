@@ -5,7 +5,7 @@
 // own property (running the job again after a fault has the effect of running it once).
 import { AssertionError } from "node:assert";
 import { isDeepStrictEqual } from "node:util";
-import { Effect } from "effect";
+import * as Effect from "effect/Effect";
 import type pg from "pg";
 import { cancelJob, getJob } from "../db/admin.ts";
 import { claimJobs } from "../db/claim.ts";
