@@ -114,6 +114,8 @@ export class Supervisor {
   private actor: Actor<typeof supervisorMachine> | undefined;
   /** The claims this worker holds: slots, the local buffer, leases, outcomes counted. */
   private readonly held: HeldJobs;
+  /** Jobs finished that the machine has not been told of yet (see turnEnded). */
+  private unsentFinished = 0;
   /** Its completions per second since the last heartbeat, which reports them. */
   private readonly completionRate = new CompletionRate(performance.now());
   private readonly startedAt = new Date();
@@ -189,10 +191,15 @@ export class Supervisor {
         }
       },
       turnEnded: (finished, slotFreed) => {
-        const actor = this.actor;
-        if (actor?.getSnapshot().status !== "active") return;
-        if (finished > 0) actor.send({ type: "JOBS_FINISHED", count: finished });
-        if (slotFreed) actor.send({ type: "SLOT_FREED" });
+        this.unsentFinished += finished;
+        // While a poll is in flight, and no stop was asked for, neither event does anything but
+        // count jobs, a count only the drain reads: it waits for the next turn that can act on it.
+        // (Under steady load each job ended in a turn of its own, and a macrostep per turn was
+        // most of what a worker allocated per job.)
+        const snapshot = this.actor?.getSnapshot();
+        if (snapshot?.status !== "active" || (snapshot.matches({ running: "polling" }) && !snapshot.context.stopRequested)) return;
+        this.sendFinished();
+        if (slotFreed) this.actor!.send({ type: "SLOT_FREED" });
       },
     });
   }
@@ -362,6 +369,8 @@ export class Supervisor {
       await this.starting?.catch(() => undefined);
       const actor = this.actor;
       if (actor) {
+        // The drain's idle check reads the count of running jobs: it must be whole.
+        this.sendFinished();
         actor.send({ type: "STOP" });
         // force() may have been called before this drain reached the machine (an idle worker's
         // machine has already stopped: nothing to force).
@@ -701,6 +710,13 @@ export class Supervisor {
       },
       catch: (error) => error,
     });
+  }
+
+  /** Tells the machine of the jobs finished since it was last told. */
+  private sendFinished(): void {
+    if (this.unsentFinished === 0 || this.actor?.getSnapshot().status !== "active") return;
+    this.actor.send({ type: "JOBS_FINISHED", count: this.unsentFinished });
+    this.unsentFinished = 0;
   }
 
   /** What the heartbeat row says of this worker now: its machine's state and the jobs it holds (a sample of HEARTBEAT_JOBS). */
