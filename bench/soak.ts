@@ -1,0 +1,79 @@
+// Memory over time: one worker process (picket's CLI worker, or graphile-worker) at concurrency 10
+// runs jobs that sleep 20–300 ms, kept topped up to a backlog of 100, for --minutes; its RSS (from
+// /proc) is sampled every 5 s. Reports the mean RSS per quarter of the run, the minimum and the
+// maximum, and the jobs done.
+// Usage: node bench/soak.ts --url <database url> [--minutes 30] [--worker picket|graphile] [--concurrency 10]
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import pg from "pg";
+import { enqueueJobs, migrate } from "../src/index.ts";
+import { report } from "./lib/db.ts";
+
+const { values } = parseArgs({
+  options: {
+    url: { type: "string" },
+    minutes: { type: "string", default: "30" },
+    worker: { type: "string", default: "picket" },
+    concurrency: { type: "string", default: "10" },
+  },
+});
+const url = values.url!;
+const graphile = values.worker === "graphile";
+const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
+const pool = new pg.Pool({ connectionString: url, max: 2 });
+const sleepMs = () => 20 + Math.floor(Math.random() * 281);
+let backlog: () => Promise<number>;
+let add: (n: number) => Promise<void>;
+if (graphile) {
+  const { makeWorkerUtils, runMigrations } = await import("./peers/node_modules/graphile-worker/dist/index.js");
+  await runMigrations({ connectionString: url });
+  const utils = await makeWorkerUtils({ connectionString: url });
+  backlog = async () => (await pool.query("SELECT count(*)::int AS n FROM graphile_worker._private_jobs")).rows[0].n;
+  add = async (n) => void (await utils.addJobs(Array.from({ length: n }, () => ({ identifier: "soak", payload: { ms: sleepMs() } }))));
+} else {
+  await migrate(pool);
+  backlog = async () => (await pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE status IN ('pending', 'processing')")).rows[0].n;
+  add = async (n) => void (await enqueueJobs(pool, Array.from({ length: n }, () => ({ type: "soak", payload: { ms: sleepMs() } }))));
+}
+await add(100);
+
+const child = graphile
+  ? spawn(process.execPath, [here("./peers/soak-graphile.ts"), "--url", url, "--concurrency", values.concurrency!], { stdio: ["ignore", "pipe", "inherit"] })
+  : spawn(process.execPath, [here("../src/cli/main.ts"), "worker", "--tasks", here("./soak-tasks.ts"), "--concurrency", values.concurrency!], {
+      env: { ...process.env, DATABASE_URL: url, PICKET_LOG_LEVEL: "warn" },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+child.stdout!.resume();
+const rssKiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))?.[1] ?? NaN);
+
+const durationMs = Number(values.minutes) * 60_000;
+const started = performance.now();
+const samples: Array<{ atMs: number; rssKiB: number }> = [];
+let done = 0;
+while (performance.now() - started < durationMs) {
+  const left = await backlog();
+  if (left < 100) {
+    await add(100 - left);
+    done += 100 - left;
+  }
+  const atMs = performance.now() - started;
+  if (samples.length === 0 || atMs - samples.at(-1)!.atMs >= 5_000) samples.push({ atMs, rssKiB: rssKiB() });
+  await new Promise((r) => setTimeout(r, 200));
+}
+child.kill("SIGTERM");
+await new Promise((r) => child.once("exit", r));
+await pool.end();
+const mib = (kib: number) => Math.round((kib / 1024) * 10) / 10;
+const quarter = (q: number) => samples.filter((s) => s.atMs >= (q * durationMs) / 4 && s.atMs < ((q + 1) * durationMs) / 4);
+const mean = (xs: { rssKiB: number }[]) => xs.reduce((a, s) => a + s.rssKiB, 0) / Math.max(xs.length, 1);
+report({
+  worker: graphile ? "graphile-worker" : "picket",
+  minutes: Number(values.minutes),
+  jobsDone: done,
+  rssQuarterMeansMiB: [0, 1, 2, 3].map((q) => mib(mean(quarter(q)))),
+  rssMinMiB: mib(Math.min(...samples.map((s) => s.rssKiB))),
+  rssMaxMiB: mib(Math.max(...samples.map((s) => s.rssKiB))),
+  rssLastQuarterMeanMiB: mib(mean(quarter(3))),
+});
