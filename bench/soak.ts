@@ -24,20 +24,16 @@ const graphile = values.worker === "graphile";
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 const pool = new pg.Pool({ connectionString: url, max: 2 });
 const sleepMs = () => 20 + Math.floor(Math.random() * 281);
-let backlog: () => Promise<number>;
-let add: (n: number) => Promise<void>;
-if (graphile) {
-  const { makeWorkerUtils, runMigrations } = await import("./peers/node_modules/graphile-worker/dist/index.js");
-  await runMigrations({ connectionString: url });
-  const utils = await makeWorkerUtils({ connectionString: url });
-  backlog = async () => (await pool.query("SELECT count(*)::int AS n FROM graphile_worker._private_jobs")).rows[0].n;
-  add = async (n) => void (await utils.addJobs(Array.from({ length: n }, () => ({ identifier: "soak", payload: { ms: sleepMs() } }))));
-} else {
-  await migrate(pool);
-  backlog = async () => (await pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE status IN ('pending', 'processing')")).rows[0].n;
-  add = async (n) => void (await enqueueJobs(pool, Array.from({ length: n }, () => ({ type: "soak", payload: { ms: sleepMs() } }))));
-}
-await add(100);
+// graphile-worker's jobs are added through its SQL API (graphile_worker.add_job), once its worker
+// has migrated its schema: this script never loads graphile-worker itself (bench/peers holds it).
+const backlog = async (): Promise<number> =>
+  (await pool.query(graphile ? "SELECT count(*)::int AS n FROM graphile_worker._private_jobs" : "SELECT count(*)::int AS n FROM picket.jobs WHERE status IN ('pending', 'processing')")).rows[0].n;
+const add = async (n: number): Promise<void> => {
+  const specs = Array.from({ length: n }, () => ({ ms: sleepMs() }));
+  if (graphile) await pool.query("SELECT graphile_worker.add_job('soak', p) FROM jsonb_array_elements($1::jsonb) AS p", [JSON.stringify(specs)]);
+  else await enqueueJobs(pool, specs.map((payload) => ({ type: "soak", payload })));
+};
+if (!graphile) await migrate(pool);
 
 const child = graphile
   ? spawn(process.execPath, [here("./peers/soak-graphile.ts"), "--url", url, "--concurrency", values.concurrency!], { stdio: ["ignore", "pipe", "inherit"] })
@@ -45,6 +41,9 @@ const child = graphile
       env: { ...process.env, DATABASE_URL: url, PICKET_LOG_LEVEL: "warn" },
       stdio: ["ignore", "pipe", "inherit"],
     });
+// graphile-worker's child prints a line once running, its schema migrated (picket's is, above).
+if (graphile) await new Promise<void>((resolve) => child.stdout!.once("data", () => resolve()));
+await add(100);
 child.stdout!.resume();
 const rssKiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))?.[1] ?? NaN);
 
