@@ -30,7 +30,7 @@ const backlog = async (): Promise<number> =>
   (await pool.query(graphile ? "SELECT count(*)::int AS n FROM graphile_worker._private_jobs" : "SELECT count(*)::int AS n FROM picket.jobs WHERE status IN ('pending', 'processing')")).rows[0].n;
 const add = async (n: number): Promise<void> => {
   const specs = Array.from({ length: n }, () => ({ ms: sleepMs() }));
-  if (graphile) await pool.query("SELECT graphile_worker.add_job('soak', p) FROM jsonb_array_elements($1::jsonb) AS p", [JSON.stringify(specs)]);
+  if (graphile) await pool.query("SELECT graphile_worker.add_job('soak'::text, p::json) FROM jsonb_array_elements($1::jsonb) AS p", [JSON.stringify(specs)]);
   else await enqueueJobs(pool, specs.map((payload) => ({ type: "soak", payload })));
 };
 if (!graphile) await migrate(pool);
@@ -41,6 +41,8 @@ const child = graphile
       env: { ...process.env, DATABASE_URL: url, PICKET_LOG_LEVEL: "warn" },
       stdio: ["ignore", "pipe", "inherit"],
     });
+// A driver that fails takes its worker with it.
+process.on("exit", () => child.kill("SIGKILL"));
 // graphile-worker's child prints a line once running, its schema migrated (picket's is, above).
 if (graphile) await new Promise<void>((resolve) => child.stdout!.once("data", () => resolve()));
 await add(100);
