@@ -109,7 +109,7 @@ const lapsed = (job: ClaimedJob): Promise<never> =>
 export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   const { db, statements: options } = deps;
   const schema = options.schema;
-  // Completions and failures are the hot writes: coalesced per event-loop turn.
+  // Completions and failures are the hot writes: coalesced, each waiting OUTCOME_GATHER_MS for others.
   const metrics = deps.metrics ?? new WorkerMetrics();
   const completion = { ...options, keepCompleted: deps.keepCompleted ?? false };
   const complete = createWriteBatcher(
