@@ -128,6 +128,24 @@ describe("runStatement on a pool", () => {
     }
   });
 
+  it("gives back the connections of twenty thousand abandoned waits without a stack overflow, and the next statement runs", async () => {
+    // A forced drain of a worker holding 10,000 jobs abandoned that many waits at once (bench/memory.ts):
+    // each connection handed to an abandoned wait was released inside pg-pool's hand-over, which
+    // handed it to the next wait, one stack frame deeper each time.
+    const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+    try {
+      const held = await pool.connect();
+      const controller = new AbortController();
+      const pending = Array.from({ length: 20_000 }, () => runStatement(pool, { text: "SELECT 1" }, { signal: controller.signal, timeoutMs: 60_000 }).catch((e: unknown) => e));
+      controller.abort();
+      expect((await Promise.all(pending)).every((e) => e instanceof StatementTimeoutError)).toBe(true);
+      held.release();
+      expect((await runStatement(pool, { text: "SELECT 1 AS one" })).rows).toEqual([{ one: 1 }]);
+    } finally {
+      await pool.end();
+    }
+  });
+
   it("passes on the pool's own error when it cannot connect", async () => {
     const pool = new pg.Pool({ connectionString: db.url.replace(/\/[^/?]+(\?|$)/, "/picket_no_such_database$1") });
     pool.on("error", () => undefined);

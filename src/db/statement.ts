@@ -165,7 +165,13 @@ const onPool = <R extends pg.QueryResultRow>(pool: pg.Pool, config: pg.QueryConf
     // The callback form: it runs as the pool hands the connection over, so the error listener is
     // in place before anything else the server sent in the same read (a promise would leave a gap).
     pool.connect((error, client) => {
-      if (!waiting) return client?.release();
+      // An abandoned wait gives the connection back after pg-pool's hand-over has returned: released
+      // inside it, the connection went straight to the next wait, one stack frame deeper each time,
+      // and thousands of abandoned waits (a forced drain of thousands of jobs) overflowed the stack.
+      if (!waiting) {
+        if (client !== undefined) queueMicrotask(() => client.release());
+        return;
+      }
       waiting = false;
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
