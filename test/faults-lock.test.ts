@@ -315,7 +315,10 @@ describe("batched writes", () => {
     let deleted = 0;
     const completer = async (from: number) => {
       const mine = claims.slice(from, from + 200).reverse();
-      const keepCompleted = (from / 50) % 2 === 0;
+      // The first completion, which always runs (the deadline may leave room for no other), deletes.
+      // (Every row it reaches may be held by a renewal at that moment and reported busy: how many it
+      // deletes is the race's, so the check below counts them rather than expecting some.)
+      const keepCompleted = (from / 50) % 2 === 1;
       await completeJobs(db.pool, mine.map((c) => ({ ...c, result: from })), { keepCompleted }).then(
         (results) => {
           results.forEach((r) => busyOrApplied.add(r.outcome));
@@ -330,7 +333,6 @@ describe("batched writes", () => {
     expect(errors).toEqual([]);
     expect(busyOrApplied.has("applied")).toBe(true);
     // Every claim ends written by exactly one completion (kept, or deleted) or still processing, never lost.
-    expect(deleted).toBeGreaterThan(0);
     const { rows } = await db.pool.query("SELECT status, count(*)::int AS n FROM picket.jobs WHERE type = 'no-deadlock' GROUP BY status");
     expect(rows.reduce((sum: number, r: { n: number }) => sum + r.n, 0) + deleted).toBe(400);
   });
