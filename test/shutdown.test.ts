@@ -108,13 +108,19 @@ describe("shutdown drains once", () => {
     // The worker's statements waiting on the lock, the claim's and the completion's told by their text.
     const waiting = async (fragment: string) =>
       (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1", [`%${fragment}%`])).rows[0].n;
-    await expect.poll(() => waiting("WITH wanted AS"), { timeout: 5_000 }).toBe(1);
-    const stopping = supervisor.stop();
-    // The gated job ends and frees its slot while the poll still waits: its completion waits on
-    // the lock beside the poll.
-    openGate();
-    await expect.poll(() => waiting("SET status = 'completed'"), { timeout: 5_000 }).toBeGreaterThan(0);
-    await blocker.query("COMMIT");
+    let stopping: Promise<void> | undefined;
+    try {
+      // (Bounds for a loaded machine: 5 s was too short for the completion under two busy CPUs.)
+      await expect.poll(() => waiting("WITH wanted AS"), { timeout: 15_000 }).toBe(1);
+      stopping = supervisor.stop();
+      // The gated job ends and frees its slot while the poll still waits: its completion waits on
+      // the lock beside the poll.
+      openGate();
+      await expect.poll(() => waiting("SET status = 'completed'"), { timeout: 15_000 }).toBeGreaterThan(0);
+    } finally {
+      // A failure here must not leave the table locked for the tests after it.
+      await blocker.query("COMMIT");
+    }
     await stopping;
     expect(ran).toEqual([`gated ${gated!.id}`]);
     expect(outcomes.find((o) => o.id === gated!.id)?.outcome).toBe("completed");
