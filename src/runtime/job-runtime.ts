@@ -28,7 +28,7 @@ import { stepsFor } from "./steps.ts";
 import { checkPayload, type HandlerContext, type Task } from "./task.ts";
 import type { Inspector } from "./inspection.ts";
 import { runAlongPath, type JobRun, type RunObserver, type RunOptions } from "./job-runner.ts";
-import { createWriteBatcher } from "./write-batcher.ts";
+import { createWriteBatcher, MAX_WRITE_BATCH } from "./write-batcher.ts";
 
 /** What a job's machine ends with. */
 export interface JobOutput {
@@ -82,8 +82,6 @@ export interface JobRuntime {
   /** Creates (does not start) the machine for one claimed job; without a free slot it waits for START. */
   create(job: ClaimedJob, slotFree: boolean, observer: JobObserver): JobHandle;
 }
-
-const MAX_WRITE_BATCH = 1_000;
 
 // How long an outcome waits for others to share its statement. Sent at the end of its turn of the
 // event loop, a worker at concurrency 10 wrote its completions ten at a time. Measured (30,000

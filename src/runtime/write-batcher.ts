@@ -12,9 +12,12 @@ import { isTransientDbError, type Claim, type FencedResult } from "../db/index.t
  */
 export type BatchedWrite<T extends Claim> = (item: T, signal?: AbortSignal) => Promise<FencedResult>;
 
+/** Most writes in one statement. */
+export const MAX_WRITE_BATCH = 1_000;
+
 export const createWriteBatcher = <T extends Claim>(
   write: (items: T[]) => Promise<FencedResult[]>,
-  maxBatch = 1_000,
+  maxBatch = MAX_WRITE_BATCH,
   /**
    * How long the first write of a batch waits for others (0: until the end of this turn). Each
    * batch is sent on its own, so a slow statement delays only its own writes.
