@@ -37,8 +37,8 @@ interface Args {
 type Guard = (context: Context, event: MachineEvent) => boolean;
 
 /**
- * One action as the runner executes it: it takes the context and returns the context after it (an
- * assign's new one; a custom action, run for its effect, returns the one it was given).
+ * One action as the runner executes it: it takes the run's context and returns it (an assign
+ * writes into it; a custom action is run for its effect).
  */
 export type PathAction = (context: Context, event: MachineEvent) => Context;
 
@@ -187,13 +187,17 @@ export const derivePath = (machine: AnyStateMachine, options: PathOptions): Deri
     const builtin = body as unknown as { type?: string; assignment?: unknown; resolve?: unknown };
     if (builtin.type === ASSIGN_TYPE) {
       const assignment = builtin.assignment;
+      // Every assigned value is computed from the context as it was, as XState computes them, and
+      // then written into it: the run's context is its own (made per run by `context`), and a copy
+      // per assign was the largest share of a job's garbage on the path.
+      const entries = typeof assignment === "function" ? undefined : Object.entries(assignment as Record<string, unknown>);
       return (context, event) => {
         const args = { context, event };
         const p = resolveParams(params, args);
-        if (typeof assignment === "function") return { ...context, ...assignment(args, p) };
+        if (entries === undefined) return Object.assign(context, (assignment as (args: Args, params: unknown) => Context)(args, p));
         const update: Context = {};
-        for (const [key, value] of Object.entries(assignment as Record<string, unknown>)) update[key] = typeof value === "function" ? value(args, p) : value;
-        return { ...context, ...update };
+        for (const [key, value] of entries) update[key] = typeof value === "function" ? value(args, p) : value;
+        return Object.assign(context, update);
       };
     }
     if (builtin.resolve !== undefined) return refuse(`built-in action "${builtin.type}" in ${where}`);
@@ -296,6 +300,8 @@ export const derivePath = (machine: AnyStateMachine, options: PathOptions): Deri
     machine,
     initial: states.get(initialKey)!,
     states,
+    // A run's context is its own, and its assigns write into it: a context function must make a
+    // fresh object per run (the job machine's does), a static context is copied.
     context: (input) => (typeof context === "function" ? context({ input }) : { ...(context as Context) }),
     output: (ctx, event) => (typeof output === "function" ? output({ context: ctx, event }) : output),
   };

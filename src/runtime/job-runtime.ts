@@ -9,7 +9,6 @@ import {
   deadLetterJobs,
   failJobs,
   releaseJobs,
-  reportProgress,
   type Claim,
   type ClaimedJob,
   type FencedResult,
@@ -24,8 +23,8 @@ import { WorkerMetrics } from "./metrics.ts";
 import { jobLogger, type Logger } from "./logger.ts";
 import { reportOverrun } from "./overrun.ts";
 import { runHandler } from "./run-handler.ts";
-import { stepsFor } from "./steps.ts";
-import { checkPayload, type HandlerContext, type Task } from "./task.ts";
+import { JobContext, type HandlerContextDeps } from "./handler-context.ts";
+import { checkPayload, type Task } from "./task.ts";
 import type { Inspector } from "./inspection.ts";
 import { runAlongPath, type JobRun, type RunObserver, type RunOptions } from "./job-runner.ts";
 import { createWriteBatcher, MAX_WRITE_BATCH } from "./write-batcher.ts";
@@ -106,7 +105,6 @@ const lapsed = (job: ClaimedJob): Promise<never> =>
 
 export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   const { db, statements: options } = deps;
-  const schema = options.schema;
   // Completions and failures are the hot writes: coalesced, each waiting OUTCOME_GATHER_MS for others.
   const metrics = deps.metrics ?? new WorkerMetrics();
   const completion = { ...options, keepCompleted: deps.keepCompleted ?? false };
@@ -127,44 +125,14 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
   const write = (run: (input: WriteInput, signal: AbortSignal) => Promise<FencedResult>) =>
     fromPromise<FencedResult, WriteInput>(({ input, signal }) => writeOutcome(() => run(input, signal), signal));
 
-  const handlerContext = (job: ClaimedJob, signal: AbortSignal): HandlerContext => {
-    // The job's logger is made when first used: most handlers never log, and a pino child per
-    // in-flight job was a measurable share of its memory. (So the context is built with its
-    // signal, never spread: spreading it would call the getter.)
-    let jobLog: Logger | undefined;
-    const logger = () => (jobLog ??= log(job));
-    const idempotencyKey = `picket:${schema}:${job.id}`;
-    return {
-      job: { id: job.id, task: job.type, attempt: job.attempts, maxAttempts: job.maxAttempts, enqueuedAt: job.createdAt },
-      signal,
-      get logger() {
-        return logger();
-      },
-      idempotencyKey,
-      stepKey: (step) => `${idempotencyKey}:${step}`,
-      step: stepsFor({ db, statements: options, recorded: deps.stepRecorded, leaseLost: deps.leaseLost, cancelled: deps.cancelled }, job, signal),
-      // Progress is telemetry: a failed write is logged, never thrown into the handler. A fenced
-      // one means the claim is gone, so the handler is interrupted like on a fenced renewal.
-      reportProgress: async (progress) => {
-        try {
-          // A row held for a moment (another worker's claim, or the rollback of a statement that
-          // just failed) is tried again a few times, 315 ms in all; progress is telemetry, so a row
-          // held longer than that does not hold the handler up: this value is dropped.
-          for (let wait = 5; ; wait *= 2) {
-            const sentAt = performance.now();
-            const [result] = await reportProgress(db, [{ ...claimOf(job), progress, leaseMs: job.leaseMs }], options);
-            if (result?.outcome === "applied") deps.leaseConfirmed(job, sentAt);
-            if (result?.outcome === "fenced") deps.leaseLost(job);
-            if (result?.outcome === "cancelled") deps.cancelled(job);
-            if (result?.outcome !== "busy") return;
-            if (wait > 160) return logger().debug("progress not written: the job's row is held by another session");
-            await new Promise((resolve) => setTimeout(resolve, wait));
-          }
-        } catch (error) {
-          logger().warn({ err: error }, "progress write failed; the job goes on");
-        }
-      },
-    };
+  const contextDeps: HandlerContextDeps = {
+    db,
+    statements: options,
+    log,
+    recorded: deps.stepRecorded,
+    leaseLost: deps.leaseLost,
+    cancelled: deps.cancelled,
+    leaseConfirmed: deps.leaseConfirmed,
   };
 
   const machine = jobMachine.provide({
@@ -178,7 +146,7 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
         if (!deps.leaseProvable(input.job)) return lapsed(input.job);
         const task = deps.taskFor(input.job.type)!;
         const startedAt = performance.now();
-        return runHandler(task, input.job.payload, handlerContext(input.job, signal), () => {
+        return runHandler(task, input.job.payload, new JobContext(contextDeps, input.job, signal), () => {
           deps.handlerSettled(input.job);
           reportOverrun(task, input.job, startedAt, performance.now(), signal, () => log(input.job));
         });
