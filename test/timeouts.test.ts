@@ -69,6 +69,24 @@ describe("timeouts cancel", () => {
     expect(await row(db.pool, job.id)).toMatchObject({ status: "dead", last_error: expect.stringMatching(/^timeout/) });
   });
 
+  it("gives a handler that first reads its signal after the deadline an aborted one", async () => {
+    // The signal is made when first read (most handlers never read it): made after the timeout, it
+    // must still say the run was aborted, with the same reason-free abort XState gives.
+    let seen: boolean | undefined;
+    const late = defineTask({
+      name: "late-reader",
+      timeoutMs: 100,
+      handler: async (_payload, ctx) => {
+        await new Promise((resolve) => setTimeout(resolve, 600));
+        seen = ctx.signal.aborted;
+      },
+    });
+    const job = await enqueueJob(db.pool, { type: "late-reader", maxAttempts: 1 });
+    const { outcomes } = await startWorker({ connectionString: db.url, tasks: [late] });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 3_000 }).toMatchObject({ outcome: "dead" });
+    await expect.poll(() => seen, { timeout: 3_000 }).toBe(true);
+  });
+
   it("terminates an isolated handler's busy loop at the deadline", async () => {
     const markFile = path.join(tmpdir(), `picket-busy-${process.pid}-${Date.now()}`);
     const busy = defineTask({

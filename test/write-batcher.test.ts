@@ -48,7 +48,7 @@ describe("the write batcher", () => {
       return items.map((item) => applied(item.id));
     });
     const givenUp = new AbortController();
-    const writes = [write(claim(1)), write(claim(2), givenUp.signal), write(claim(3), new AbortController().signal)];
+    const writes = [write(claim(1)), write(claim(2), givenUp), write(claim(3), new AbortController())];
     givenUp.abort(new Error("the drain's time ran out"));
     const settled = await Promise.allSettled(writes);
     expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
@@ -56,10 +56,30 @@ describe("the write batcher", () => {
     expect(statements).toEqual([["1", "3"]]);
     // A turn whose every write was given up sends no statement at all.
     const alone = new AbortController();
-    const last = write(claim(4), alone.signal);
+    const last = write(claim(4), alone);
     alone.abort();
     await expect(last).rejects.toBeDefined();
     expect(statements).toEqual([["1", "3"]]);
+  });
+
+  it("reads a source's own aborted flag where it has one, and makes no signal for a write that is sent", async () => {
+    const statements: string[][] = [];
+    const write = createWriteBatcher<Claim>(async (items) => {
+      statements.push(items.map((item) => item.id));
+      return items.map((item) => applied(item.id));
+    });
+    // As the derived path gives an invocation: the signal is made only when read.
+    const source = (aborted: boolean) => {
+      const made = { signals: 0 };
+      return { made, aborted, get signal() { made.signals++; return aborted ? AbortSignal.abort(new Error("left")) : new AbortController().signal; } };
+    };
+    const live = source(false);
+    const left = source(true);
+    const settled = await Promise.allSettled([write(claim(1), live), write(claim(2), left)]);
+    expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected"]);
+    expect((settled[1] as PromiseRejectedResult).reason).toEqual(new Error("left"));
+    expect(statements).toEqual([["1"]]);
+    expect(live.made.signals).toBe(0);
   });
 
   it("with a gather window, sends the writes made within it of the first together, and later ones in a batch of their own", async () => {

@@ -54,7 +54,7 @@ export interface PathInvocation {
   src: string;
   input: (context: Context, event: MachineEvent) => unknown;
   /** The promise actor's creator, called as XState calls it. */
-  run: (args: { input: unknown; signal: AbortSignal }) => PromiseLike<unknown>;
+  run: (args: { readonly input: unknown; readonly signal: AbortSignal }) => PromiseLike<unknown>;
   doneType: string;
   errorType: string;
 }

@@ -6,6 +6,7 @@
 import * as Effect from "effect/Effect";
 import * as Schedule from "effect/Schedule";
 import { isTransientDbError, type FencedResult } from "../db/index.ts";
+import type { SignalSource } from "./job-runner.ts";
 
 /** The row was locked by another session when the write came: it is tried again. */
 class RowBusy {
@@ -31,14 +32,14 @@ export const dbWrite = <R extends { outcome: string }>(run: () => Promise<R>): E
   );
 
 /**
- * The outcome write as a job's machine runs it, under the write state's signal. The first attempt
+ * The outcome write as a job's machine runs it, under the write state's signal (read only for a retry). The first attempt
  * is a plain promise: most writes need no other, and an Effect run per write cost ~12 µs of a
  * job's CPU. A row found busy or a transient error hands the write to dbWrite's retries, after
  * the first spacing. Leaving the write state (ABANDON) aborts the signal, which interrupts them.
  */
-export const writeOutcome = (run: () => Promise<FencedResult>, signal: AbortSignal): Promise<FencedResult> => {
+export const writeOutcome = (run: () => Promise<FencedResult>, abort: SignalSource): Promise<FencedResult> => {
   const retry = () =>
-    Effect.runPromise(Effect.result(Effect.flatMap(Effect.sleep("5 millis"), () => dbWrite(run))), { signal }).then((result) => {
+    Effect.runPromise(Effect.result(Effect.flatMap(Effect.sleep("5 millis"), () => dbWrite(run))), { signal: abort.signal }).then((result) => {
       if (result._tag === "Failure") throw result.failure;
       return result.success;
     });

@@ -32,6 +32,50 @@ export interface RunOptions {
 
 const INIT: MachineEvent = { type: "xstate.init" };
 
+/**
+ * Where an invocation's abort signal comes from: XState's actor arguments, or the derived path's
+ * (InvocationArgs), which also say whether the invocation was aborted without making the signal.
+ */
+export interface SignalSource {
+  readonly signal: AbortSignal;
+  readonly aborted?: boolean;
+}
+
+/** Whether the invocation behind `source` was aborted, without making a signal nobody has read. */
+export const isAborted = (source: SignalSource): boolean => source.aborted ?? source.signal.aborted;
+
+/**
+ * The arguments the path gives a promise actor, as XState gives them ({ input, signal }), with the
+ * signal made only when first read: most invocations (a no-op handler, a completion sent in its
+ * batch) never read it, and an AbortController per invocation was two per job.
+ */
+class InvocationArgs implements SignalSource {
+  readonly input: unknown;
+  private controller: AbortController | undefined;
+  private left = false;
+
+  constructor(input: unknown) {
+    this.input = input;
+  }
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.left) this.controller.abort();
+    }
+    return this.controller.signal;
+  }
+
+  get aborted(): boolean {
+    return this.left;
+  }
+
+  abort(): void {
+    this.left = true;
+    this.controller?.abort();
+  }
+}
+
 export class JobRun<Output = unknown> {
   private node: PathState;
   private ctx: Context;
@@ -39,10 +83,10 @@ export class JobRun<Output = unknown> {
   private runOutput: unknown;
   /** The XState actor that took over, once the job left the path. */
   private taken: Actor<AnyStateMachine> | undefined;
-  // What the current state has in flight: its invocation's abort controller and its delay's timer.
-  // A generation tells an invocation of a state already left from the current one.
+  // What the current state has in flight: its invocation (aborted when the state is left) and its
+  // delay's timer. A generation tells an invocation of a state already left from the current one.
   private generation = 0;
-  private controller: AbortController | undefined;
+  private invocation: InvocationArgs | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private started = false;
   /** Events sent before start(): taken once it has run, in order, as an XState actor's mailbox does. */
@@ -164,18 +208,17 @@ export class JobRun<Output = unknown> {
     }
     const invocation = state.invocation;
     if (invocation) {
-      const controller = (this.controller = new AbortController());
-      const input = invocation.input(this.ctx, event);
+      const args = (this.invocation = new InvocationArgs(invocation.input(this.ctx, event)));
       let promise: PromiseLike<unknown>;
       try {
-        promise = invocation.run({ input, signal: controller.signal });
+        promise = invocation.run(args);
       } catch (error) {
         promise = Promise.reject(error);
       }
       // A settled invocation has nothing left to abort when its state is left, as in XState.
       const settled = (event: MachineEvent) => {
         if (generation !== this.generation) return;
-        this.controller = undefined;
+        this.invocation = undefined;
         this.send(event);
       };
       Promise.resolve(promise).then(
@@ -185,11 +228,11 @@ export class JobRun<Output = unknown> {
     }
   }
 
-  /** Leaving a state cancels what it started: the invocation's signal aborts, its timer is cleared. */
+  /** Leaving a state cancels what it started: the invocation is aborted, its timer is cleared. */
   private leaveState(): void {
     this.generation++;
-    this.controller?.abort();
-    this.controller = undefined;
+    this.invocation?.abort();
+    this.invocation = undefined;
     clearTimeout(this.timer);
     this.timer = undefined;
   }

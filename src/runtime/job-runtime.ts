@@ -26,7 +26,7 @@ import { runHandler } from "./run-handler.ts";
 import { JobContext, type HandlerContextDeps } from "./handler-context.ts";
 import { checkPayload, type Task } from "./task.ts";
 import type { Inspector } from "./inspection.ts";
-import { runAlongPath, type JobRun, type RunObserver, type RunOptions } from "./job-runner.ts";
+import { runAlongPath, type JobRun, type RunObserver, type RunOptions, type SignalSource } from "./job-runner.ts";
 import { createWriteBatcher, MAX_WRITE_BATCH } from "./write-batcher.ts";
 
 /** What a job's machine ends with. */
@@ -122,8 +122,9 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
 
   // The signal aborts when the machine leaves the write state (ABANDON): a batched write not yet
   // sent is dropped, a statement of its own is cancelled, and no retry follows.
-  const write = (run: (input: WriteInput, signal: AbortSignal) => Promise<FencedResult>) =>
-    fromPromise<FencedResult, WriteInput>(({ input, signal }) => writeOutcome(() => run(input, signal), signal));
+  // (The signal is read from its source only when needed: see SignalSource.)
+  const write = (run: (input: WriteInput, abort: SignalSource) => Promise<FencedResult>) =>
+    fromPromise<FencedResult, WriteInput>((args) => writeOutcome(() => run(args.input, args), args));
 
   const contextDeps: HandlerContextDeps = {
     db,
@@ -142,19 +143,20 @@ export const createJobRuntime = (deps: JobRuntimeDeps): JobRuntime => {
         const task = deps.taskFor(input.job.type);
         if (task !== undefined) await checkPayload(task, input.job.payload);
       }),
-      runHandler: fromPromise<unknown, { job: ClaimedJob }>(({ input, signal }) => {
+      runHandler: fromPromise<unknown, { job: ClaimedJob }>((args) => {
+        const { input } = args;
         if (!deps.leaseProvable(input.job)) return lapsed(input.job);
         const task = deps.taskFor(input.job.type)!;
         const startedAt = performance.now();
-        return runHandler(task, input.job.payload, new JobContext(contextDeps, input.job, signal), () => {
+        return runHandler(task, input.job.payload, new JobContext(contextDeps, input.job, args), () => {
           deps.handlerSettled(input.job);
-          reportOverrun(task, input.job, startedAt, performance.now(), signal, () => log(input.job));
+          reportOverrun(task, input.job, startedAt, performance.now(), args, () => log(input.job));
         });
       }),
-      writeCompletion: write(({ job, result }, signal) => complete({ ...claimOf(job), result }, signal)),
-      writeFailure: write(({ job, error }, signal) => fail({ ...claimOf(job), error: errorText(error), stack: error?.stack }, signal)),
-      writeDeadLetter: write(async ({ job, error }, signal) => (await metrics.timed("dead_letter", () => deadLetterJobs(db, [{ ...claimOf(job), error: errorText(error), stack: error?.stack }], { ...options, signal })))[0]!),
-      writeRelease: write(async ({ job }, signal) => (await metrics.timed("release", () => releaseJobs(db, [claimOf(job)], { ...options, signal })))[0]!),
+      writeCompletion: write(({ job, result }, abort) => complete({ ...claimOf(job), result }, abort)),
+      writeFailure: write(({ job, error }, abort) => fail({ ...claimOf(job), error: errorText(error), stack: error?.stack }, abort)),
+      writeDeadLetter: write(async ({ job, error }, { signal }) => (await metrics.timed("dead_letter", () => deadLetterJobs(db, [{ ...claimOf(job), error: errorText(error), stack: error?.stack }], { ...options, signal })))[0]!),
+      writeRelease: write(async ({ job }, { signal }) => (await metrics.timed("release", () => releaseJobs(db, [claimOf(job)], { ...options, signal })))[0]!),
     },
     actions: {
       reportOutcome: ({ context: { job, outcome, error } }) => logAttempt(deps.logger, job, outcome, error, deps.logPayloads),

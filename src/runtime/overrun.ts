@@ -4,6 +4,7 @@
 // the machine takes the result: the job is recorded completed though it ran past its timeout.
 // That cannot be undone from this thread; it is said, once per attempt, with what to do.
 import type { ClaimedJob } from "../db/index.ts";
+import { isAborted, type SignalSource } from "./job-runner.ts";
 import type { Logger } from "./logger.ts";
 import type { Task } from "./task.ts";
 
@@ -12,9 +13,9 @@ import type { Task } from "./task.ts";
  * not been aborted (the timeout never got to fire). Isolated handlers run in a thread that is
  * terminated at the deadline, so they cannot overrun this way.
  */
-export const reportOverrun = (task: Task, job: ClaimedJob, startedAt: number, now: number, signal: AbortSignal, logger: () => Logger): void => {
+export const reportOverrun = (task: Task, job: ClaimedJob, startedAt: number, now: number, abort: SignalSource, logger: () => Logger): void => {
   const ranMs = now - startedAt;
-  if (task.isolate !== undefined || signal.aborted || ranMs < task.timeoutMs) return;
+  if (task.isolate !== undefined || ranMs < task.timeoutMs || isAborted(abort)) return;
   logger().warn(
     { ran_ms: Math.round(ranMs), timeout_ms: task.timeoutMs },
     `the handler of task "${task.name}" ran ${Math.round(ranMs)} ms, past its timeout of ${task.timeoutMs} ms, and its result was kept: ` +

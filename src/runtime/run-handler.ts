@@ -45,10 +45,10 @@ export const runHandler = (
   ctx: HandlerContext,
   settled: () => void = () => undefined,
 ): Promise<unknown> => {
-  const { signal } = ctx;
+  // The signal is read only where it is passed on: a promise handler reads its own when it wants it.
   const running =
     task.isolate !== undefined
-      ? Effect.runPromise(Effect.result(runIsolated(task, payload, ctx, settled)), { signal }).then((result) => {
+      ? Effect.runPromise(Effect.result(runIsolated(task, payload, ctx, settled)), { signal: ctx.signal }).then((result) => {
           if (result._tag === "Failure") throw result.failure;
           return result.success;
         })
@@ -56,7 +56,7 @@ export const runHandler = (
           try {
             const returned = task.handler!(payload, ctx);
             // A handler may return an Effect: run it under the same signal, so it is interrupted too.
-            return await (Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal }) : returned);
+            return await (Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal: ctx.signal }) : returned);
           } catch (error) {
             // Effect.runPromise rejects with the Effect's own failure (Effect 4 does not wrap it).
             throw toFailure(error);

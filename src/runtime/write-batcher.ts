@@ -4,13 +4,14 @@
 // (bench/throughput.ts, 20,000 no-op jobs): one statement per completion spent ~14% of the worker's
 // CPU in socket writes alone.
 import { isTransientDbError, type Claim, type FencedResult } from "../db/index.ts";
+import { isAborted, type SignalSource } from "./job-runner.ts";
 
 /**
- * Writes `item` with the others of this turn. Once `signal` has aborted (the machine gave the
+ * Writes `item` with the others of this turn. Once `abort` has aborted (the machine gave the
  * write up: the drain's time ran out), an item not yet sent is never sent: no outcome may be
  * written after the worker reported it given up.
  */
-export type BatchedWrite<T extends Claim> = (item: T, signal?: AbortSignal) => Promise<FencedResult>;
+export type BatchedWrite<T extends Claim> = (item: T, abort?: SignalSource) => Promise<FencedResult>;
 
 /** Most writes in one statement. */
 export const MAX_WRITE_BATCH = 1_000;
@@ -24,7 +25,7 @@ export const createWriteBatcher = <T extends Claim>(
    */
   gatherMs = 0,
 ): BatchedWrite<T> => {
-  type Entry = { item: T; signal: AbortSignal | undefined; resolve: (r: FencedResult) => void; reject: (e: unknown) => void };
+  type Entry = { item: T; abort: SignalSource | undefined; resolve: (r: FencedResult) => void; reject: (e: unknown) => void };
   let queue: Entry[] = [];
   let scheduled = false;
   const send = (batch: Entry[]) =>
@@ -43,7 +44,7 @@ export const createWriteBatcher = <T extends Claim>(
     // Checked here rather than by a listener on each signal, which every write would pay for.
     const live: Entry[] = [];
     for (const entry of queue) {
-      if (entry.signal?.aborted) entry.reject(entry.signal.reason);
+      if (entry.abort !== undefined && isAborted(entry.abort)) entry.reject(entry.abort.signal.reason);
       else live.push(entry);
     }
     queue = live;
@@ -59,9 +60,9 @@ export const createWriteBatcher = <T extends Claim>(
     if (gatherMs > 0) setTimeout(flush, gatherMs);
     else setImmediate(flush);
   };
-  return (item, signal) =>
+  return (item, abort) =>
     new Promise<FencedResult>((resolve, reject) => {
-      queue.push({ item, signal, resolve, reject });
+      queue.push({ item, abort, resolve, reject });
       schedule();
     });
 };
