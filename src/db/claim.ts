@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { InvalidConfigError } from "./errors.ts";
 import { DEFAULT_MAX_ATTEMPTS } from "./job-spec.ts";
-import { type ClaimedJob, claimedColumns } from "./job-row.ts";
+import { type ClaimedJob, claimedColumns, claimedRow } from "./job-row.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
@@ -160,6 +160,7 @@ export const claimJobs = async (
     },
     options,
   );
+  for (const row of rows) claimedRow(row);
   return rows;
 };
 

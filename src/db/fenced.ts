@@ -110,11 +110,12 @@ const fencedWrite = <T extends Claim>(
     where: (locked = "true") => `j.id = ANY (ARRAY(SELECT c.id FROM c WHERE c.live AND ${locked})) AND ${fence("j", tokenOf("j"))}`,
     returning: `j.id, ${tokenOf("j")} AS token`,
   })}
-  SELECT id, token, status FROM written
+  -- Ids come back as text, which is what JobId is: pg's bigint parser tests each with a regular expression.
+  SELECT id::text, token, status FROM written
   UNION ALL
-  SELECT c.id, c.token, 'cancelled' FROM c WHERE c.locked AND c.row_status = 'cancelled' AND c.row_token = c.token
+  SELECT c.id::text, c.token, 'cancelled' FROM c WHERE c.locked AND c.row_status = 'cancelled' AND c.row_token = c.token
   UNION ALL
-  SELECT c.id, c.token, NULL FROM c
+  SELECT c.id::text, c.token, NULL FROM c
   WHERE NOT c.locked AND EXISTS (SELECT 1 FROM ${schema}.jobs AS s WHERE s.id = c.id AND ${fence("s", "c.token")})`,
   );
   /** The batch as bound: ids in lock order, and the claims' tokens and values keyed by id. */
