@@ -4,8 +4,10 @@
 // says happened.
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader, type ResourceMetrics } from "@opentelemetry/sdk-metrics";
 import { readFileSync } from "node:fs";
+import { Histogram, Registry } from "prom-client";
 import { beforeEach, describe, expect, it } from "vitest";
 import { enqueueJobs } from "../src/db/index.ts";
+import { JobHistogram } from "../src/runtime/job-histogram.ts";
 import { defineTask, PermanentError } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { freePort } from "./support/ports.ts";
@@ -228,3 +230,27 @@ describe("metrics", () => {
     await meterProvider.shutdown();
   });
 });
+
+describe("JobHistogram", () => {
+  it("prints what prom-client's own Histogram prints for the same observations, and zeroes on reset", async () => {
+    const buckets = [0.001, 0.01, 0.1, 1];
+    const observations: Array<[string, number]> = [["a", 0.0005], ["a", 0.001], ["a", 0.05], ["b", 0.2], ["a", 7], ["b", 0.01], ["a", 1]];
+    const theirs = new Registry();
+    const ours = new Registry();
+    const reference = new Histogram({ name: "h_seconds", help: "help", labelNames: ["task", "kind"], buckets, registers: [theirs] });
+    const histogram = new JobHistogram<"task" | "kind">({ name: "h_seconds", help: "help", buckets, registers: [ours] });
+    for (const [task, value] of observations) {
+      reference.observe({ task, kind: "" }, value);
+      histogram.child({ task, kind: "" }).observe(value);
+    }
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+    // As JSON too (what prom-client's cluster aggregator reads), but for prom-client's empty exemplar slots.
+    const withoutExemplars = (metrics: Array<{ values: object[] }>) => metrics.map((m) => ({ ...m, values: m.values.map(({ exemplar: _, ...v }: { exemplar?: unknown }) => v) }));
+    expect(withoutExemplars(await ours.getMetricsAsJSON())).toEqual(withoutExemplars(await theirs.getMetricsAsJSON()));
+    ours.resetMetrics();
+    expect(total(parse(await ours.metrics()), "h_seconds_count")).toBe(0);
+    histogram.child({ task: "a", kind: "" }).observe(0.5);
+    expect(total(parse(await ours.metrics()), "h_seconds_count", { task: "a" })).toBe(1);
+  });
+});
+

@@ -20,6 +20,7 @@
 // Every metric also carries messaging.system = "picket".
 import { metrics as otel, type Attributes, type MeterProvider, ValueType } from "@opentelemetry/api";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { JobHistogram, type HistogramChild } from "./job-histogram.ts";
 import type { QueueDepthRow } from "../db/index.ts";
 import type { JobOutcome } from "../machines/job-machine.ts";
 
@@ -47,9 +48,19 @@ const SYSTEM = "picket";
 interface TaskInstruments {
   attributes: Attributes;
   consumed: { inc(value: number): void };
-  pickup: { observe(value: number): void };
-  outcomes: Map<JobOutcome, { attributes: Attributes; prom: { inc(): void } }>;
-  process: Map<string, { attributes: Attributes; prom: { observe(value: number): void } }>;
+  pickup: HistogramChild;
+  outcomes: Map<JobOutcome, CountedOutcome>;
+  process: Map<string, { attributes: Attributes; prom: HistogramChild }>;
+}
+
+/**
+ * A task's outcome as counted: jobs add to `pending`, and the counter takes the sum when it is
+ * read (its collect), so a job costs an addition, not a prom-client label lookup.
+ */
+interface CountedOutcome {
+  attributes: Attributes;
+  prom: { inc(value: number): void };
+  pending: number;
 }
 
 export class WorkerMetrics {
@@ -85,9 +96,16 @@ export class WorkerMetrics {
     const depth = () => this.depth();
     this.prom = {
       consumed: new Counter({ name: "messaging_client_consumed_messages_total", help: "Jobs claimed", labelNames: ["messaging_system", "messaging_destination_name"], registers }),
-      outcomes: new Counter({ name: "picket_job_outcomes_total", help: "Jobs whose attempt ended, by outcome", labelNames: ["messaging_system", "messaging_destination_name", "picket_outcome"], registers }),
-      process: new Histogram({ name: "messaging_process_duration_seconds", help: "How long a job's handler ran", labelNames: ["messaging_system", "messaging_destination_name", "error_type"], buckets: DURATION_BUCKETS, registers }),
-      pickup: new Histogram({ name: "picket_job_pickup_delay_seconds", help: "From a job's run_at to its start in a worker", labelNames: ["messaging_system", "messaging_destination_name"], buckets: DURATION_BUCKETS, registers }),
+      outcomes: new Counter({
+        name: "picket_job_outcomes_total",
+        help: "Jobs whose attempt ended, by outcome",
+        labelNames: ["messaging_system", "messaging_destination_name", "picket_outcome"],
+        registers,
+        collect: () => this.countOutcomes(),
+      }),
+      // Observed once per job: JobHistogram, whose observation costs no label lookup.
+      process: new JobHistogram<"messaging_system" | "messaging_destination_name" | "error_type">({ name: "messaging_process_duration_seconds", help: "How long a job's handler ran", buckets: DURATION_BUCKETS, registers }),
+      pickup: new JobHistogram<"messaging_system" | "messaging_destination_name">({ name: "picket_job_pickup_delay_seconds", help: "From a job's run_at to its start in a worker", buckets: DURATION_BUCKETS, registers }),
       operation: new Histogram({ name: "messaging_client_operation_duration_seconds", help: "How long picket's claim and outcome statements took", labelNames: ["messaging_system", "messaging_operation_name", "error_type"], buckets: DURATION_BUCKETS, registers }),
     };
     new Gauge({
@@ -142,7 +160,7 @@ export class WorkerMetrics {
     const task = this.task(type);
     const counted = task.outcomes.get(outcome) ?? this.outcomeOf(task, type, outcome);
     this.otel.outcomes.add(1, counted.attributes);
-    counted.prom.inc();
+    counted.pending++;
     if (handlerMs === undefined) return;
     const s = handlerMs / 1000;
     const kind = errorKind ?? "";
@@ -180,7 +198,7 @@ export class WorkerMetrics {
       task = {
         attributes: this.attributes(type),
         consumed: this.prom.consumed.labels(labels),
-        pickup: this.prom.pickup.labels(labels),
+        pickup: this.prom.pickup.child(labels),
         outcomes: new Map(),
         process: new Map(),
       };
@@ -189,10 +207,11 @@ export class WorkerMetrics {
     return task;
   }
 
-  private outcomeOf(task: TaskInstruments, type: string, outcome: JobOutcome) {
+  private outcomeOf(task: TaskInstruments, type: string, outcome: JobOutcome): CountedOutcome {
     const made = {
       attributes: this.attributes(type, { "picket.outcome": outcome }),
       prom: this.prom.outcomes.labels({ messaging_system: SYSTEM, messaging_destination_name: type, picket_outcome: outcome }),
+      pending: 0,
     };
     task.outcomes.set(outcome, made);
     return made;
@@ -201,10 +220,20 @@ export class WorkerMetrics {
   private processOf(task: TaskInstruments, type: string, kind: string) {
     const made = {
       attributes: this.attributes(type, kind === "" ? {} : { "error.type": kind }),
-      prom: this.prom.process.labels({ messaging_system: SYSTEM, messaging_destination_name: type, error_type: kind }),
+      prom: this.prom.process.child({ messaging_system: SYSTEM, messaging_destination_name: type, error_type: kind }),
     };
     task.process.set(kind, made);
     return made;
+  }
+
+  /** The outcomes counted since the counter was last read, added to it. */
+  private countOutcomes(): void {
+    for (const task of this.tasks.values()) {
+      for (const counted of task.outcomes.values()) {
+        if (counted.pending > 0) counted.prom.inc(counted.pending);
+        counted.pending = 0;
+      }
+    }
   }
 
   private attributes(type: string, more: Attributes = {}): Attributes {
