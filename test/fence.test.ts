@@ -90,6 +90,21 @@ describe("the fence", () => {
     ]);
   });
 
+  it("reports a stale and a live claim of the same job in one batch each by its own claim, either order", async () => {
+    for (const order of ["stale-first", "live-first"] as const) {
+      const [first] = await claimed(db.pool, `same-job-${order}`, 1);
+      await releaseJobs(db.pool, [{ id: first!.id, token: first!.claimToken }]);
+      const [again] = await claimJobs(db.pool, "w2", [want(`same-job-${order}`)]);
+      expect(again!.id).toBe(first!.id);
+      const stale = { id: first!.id, token: first!.claimToken, result: "stale" };
+      const live = { id: again!.id, token: again!.claimToken, result: "live" };
+      const results = await completeJobs(db.pool, order === "stale-first" ? [stale, live] : [live, stale], { keepCompleted: true });
+      const byToken = Object.fromEntries(results.map((r, i) => [(order === "stale-first" ? [stale, live] : [live, stale])[i]!.token, r.outcome]));
+      expect(byToken, order).toEqual({ [stale.token]: "fenced", [live.token]: "applied" });
+      expect(await row(db.pool, first!.id), order).toMatchObject({ status: "completed", result: "live", claim_token: again!.claimToken });
+    }
+  });
+
   it("never applies a write without a token, or with another claim's token", async () => {
     const [a, b] = await claimed(db.pool, "tokens", 2);
     const missing = await completeJobs(db.pool, [{ id: a!.id, token: undefined as unknown as string }]);

@@ -37,10 +37,10 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ID = /^[1-9][0-9]{0,18}$/;
 
 /**
- * The write itself, as the CTEs that end in one named `written`, returning (id, token, status) of
+ * The write itself, as the CTEs that end in one named `written`, returning (id, status) of
  * each row written: `where(locked)` picks the rows of the live claims whose locked row (`c`, with
- * `c.keyed`: the row holds a dedupe key) matches `locked`, the fence included; `returning` is the id
- * and token, and `col(name)` reads the claim's own value of a column.
+ * `c.keyed`: the row holds a dedupe key) matches `locked`, the fence included; `returning` is the
+ * id, and `col(name)` reads the claim's own value of a column.
  */
 type Write = (parts: { schema: string; col: (name: string) => string; where: (locked?: string) => string; returning: string }) => string;
 
@@ -108,18 +108,21 @@ const fencedWrite = <T extends Claim>(
     schema,
     col,
     where: (locked = "true") => `j.id = ANY (ARRAY(SELECT c.id FROM c WHERE c.live AND ${locked})) AND ${fence("j", tokenOf("j"))}`,
-    returning: `j.id, ${tokenOf("j")} AS token`,
+    returning: "j.id",
   })}
   -- Ids come back as text, which is what JobId is: pg's bigint parser tests each with a regular expression.
-  SELECT id::text, token, status FROM written
+  SELECT id::text, status FROM written
   UNION ALL
-  SELECT c.id::text, c.token, 'cancelled' FROM c WHERE c.locked AND c.row_status = 'cancelled' AND c.row_token = c.token
+  SELECT c.id::text, 'cancelled' FROM c WHERE c.locked AND c.row_status = 'cancelled' AND c.row_token = c.token
   UNION ALL
-  SELECT c.id::text, c.token, NULL FROM c
+  SELECT c.id::text, NULL FROM c
   WHERE NOT c.locked AND EXISTS (SELECT 1 FROM ${schema}.jobs AS s WHERE s.id = c.id AND ${fence("s", "c.token")})`,
   );
-  /** The batch as bound: ids in lock order, and the claims' tokens and values keyed by id. */
-  const bind = (items: readonly T[]): [string[], string] => {
+  /**
+   * The batch as bound: ids in lock order (as an array literal: pg would quote and escape each
+   * element of an array it is given), and the claims' tokens and values keyed by id.
+   */
+  const bind = (items: readonly T[]): [string, number, string] => {
     const ids: string[] = [];
     const entries: string[] = [];
     for (const item of items) {
@@ -138,41 +141,46 @@ const fencedWrite = <T extends Claim>(
     }
     // Rows are locked in id order (numeric order of the decimal texts), so two batches never wait on each other.
     ids.sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
-    return [ids, `{${entries.join(",")}}`];
+    return [`{${ids.join(",")}}`, ids.length, `{${entries.join(",")}}`];
   };
-  const run = async (db: Queryable, items: readonly T[], options: StatementOptions): Promise<Map<string, { token: string; status: JobStatus | null }>> => {
-    const [ids, claims] = bind(items);
-    const found = new Map<string, { token: string; status: JobStatus | null }>();
-    if (ids.length === 0) return found;
+  /** One statement for claims of distinct jobs: what it did, by job id. */
+  const run = async (db: Queryable, items: readonly T[], options: StatementOptions): Promise<Map<string, { status: JobStatus | null }>> => {
+    const [ids, count, claims] = bind(items);
+    const found = new Map<string, { status: JobStatus | null }>();
+    if (count === 0) return found;
     const schema = options.schema ?? DEFAULT_SCHEMA;
-    const { rows } = await runStatement<{ id: JobId; token: string; status: JobStatus | null }>(
+    const { rows } = await runStatement<{ id: JobId; status: JobStatus | null }>(
       db,
       { name: `picket_${statement}_${schema}`, text: sql(schema), values: [ids, claims] },
       options,
     );
-    for (const row of rows) found.set(`${row.id}/${row.token}`, row);
+    for (const row of rows) found.set(row.id, row);
     return found;
   };
   return async (db: Queryable, items: readonly T[], options: StatementOptions = {}): Promise<FencedResult[]> => {
     if (items.length === 0) return [];
     // One claim per job in a statement (the claims are keyed by id): a second claim of a job (a
-    // stale one batched with the live one) waits for a statement of its own.
-    const found = new Map<string, { token: string; status: JobStatus | null }>();
-    for (let rest = items.map(value); rest.length > 0; ) {
+    // stale one batched with the live one) waits for a statement of its own. Each claim's row is
+    // looked up in its own statement's answer.
+    const answers = new Array<Map<string, { status: JobStatus | null }>>(items.length);
+    const prepared = items.map(value);
+    for (let rest = prepared.map((_, i) => i); rest.length > 0; ) {
       const ids = new Set<string>();
-      const round: T[] = [];
-      const later: T[] = [];
-      for (const item of rest) {
-        const id = String(item.id);
-        (ids.has(id) ? later : round).push(item);
+      const round: number[] = [];
+      const later: number[] = [];
+      for (const i of rest) {
+        const id = String(prepared[i]!.id);
+        (ids.has(id) ? later : round).push(i);
         ids.add(id);
       }
-      for (const [key, row] of await run(db, round, options)) found.set(key, row);
+      const answer = await run(db, round.map((i) => prepared[i]!), options);
+      for (const i of round) answers[i] = answer;
       rest = later;
     }
-    // Matched by id and token: a stale claim batched with the live one must not read as applied.
-    return items.map((item): FencedResult => {
-      const row = found.get(`${item.id}/${item.token}`);
+    // A statement holds one claim per job, and every row it returns is of that claim (written under
+    // its token, or found cancelled or busy under it): the id says whose it is.
+    return items.map((item, i): FencedResult => {
+      const row = answers[i]!.get(String(item.id));
       if (row === undefined) return { id: item.id, outcome: "fenced" };
       if (row.status === null) return { id: item.id, outcome: "busy" };
       // (A written row is never cancelled: the fence matched it processing.)
