@@ -5,7 +5,9 @@ import { hostname } from "node:os";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { InvalidConfigError, defineTask } from "../src/index.ts";
+import * as Schema from "effect/Schema";
 import { resolveConfig } from "../src/runtime/config.ts";
+import { isEffectSchema } from "../src/runtime/task.ts";
 
 const noop = defineTask({ name: "noop", handler: async () => undefined });
 const base = { tasks: [noop], connectionString: "postgres://localhost/x" };
@@ -247,6 +249,23 @@ describe("task definitions", () => {
     );
     expect(() => defineTask(undefined as never)).toThrow(new InvalidConfigError("picket: task type must be a non-empty string (got undefined)."));
     expect(() => defineTask({ name: "t", handler, backoff: { baseMs: -1 } })).toThrow('task "t": backoff.baseMs');
+  });
+
+  it("tells an Effect Schema as effect/Schema's own isSchema does, without loading it", () => {
+    const candidates: unknown[] = [
+      Schema.String,
+      Schema.Struct({ email: Schema.String, n: Schema.optional(Schema.Number) }),
+      Schema.Array(Schema.Number),
+      Schema.Literal("a"),
+      Schema.toStandardSchemaV1(Schema.String),
+      { "~standard": { validate: () => ({ value: 1 }) } },
+      {},
+      null,
+      "~effect/Schema/Schema",
+      () => undefined,
+    ];
+    for (const u of candidates) expect(isEffectSchema(u), String(u)).toBe(Schema.isSchema(u));
+    expect(candidates.filter(isEffectSchema).length).toBeGreaterThanOrEqual(4);
   });
 
   it("says what is missing or wrong in a definition", () => {

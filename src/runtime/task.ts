@@ -1,7 +1,7 @@
 // What a user defines: a task's name, its handler and its options, checked once at definition.
 import { isAbsolute } from "node:path";
 import * as Effect from "effect/Effect";
-import * as Schema from "effect/Schema";
+import type * as Schema from "effect/Schema";
 import { checkSchedule, checkTaskLimits, checkTaskName, InvalidConfigError, type CheckedSchedule, type JobId, type ScheduleOptions } from "../db/index.ts";
 import type { Logger } from "./logger.ts";
 
@@ -70,6 +70,14 @@ export interface StandardSchema<T = unknown> {
 }
 
 export type PayloadSchema<P> = StandardSchema<P> | Schema.Codec<P, unknown, never, never>;
+
+// An Effect Schema is told by the brand Schema.isSchema reads, so that a worker whose tasks use
+// none never loads effect/Schema (8 MB of heap at start); test/config.test.ts checks that
+// both agree. The module is loaded with the first payload an Effect Schema validates.
+const EFFECT_SCHEMA = "~effect/Schema/Schema";
+export const isEffectSchema = (u: unknown): boolean =>
+  (typeof u === "object" || typeof u === "function") && u !== null && (u as Record<string, unknown>)[EFFECT_SCHEMA] === EFFECT_SCHEMA;
+let effectSchema: Promise<typeof Schema> | undefined;
 
 /** Run the handler in a worker thread that is terminated at the deadline. */
 export interface Isolation {
@@ -197,7 +205,7 @@ export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<
   }
   if (definition.isolate !== undefined) checkIsolateModule(name, definition.isolate);
   const schema = definition.schema;
-  if (schema !== undefined && !Schema.isSchema(schema) && typeof (schema as StandardSchema)["~standard"]?.validate !== "function") {
+  if (schema !== undefined && !isEffectSchema(schema) && typeof (schema as StandardSchema)["~standard"]?.validate !== "function") {
     throw new InvalidConfigError(`picket: task "${name}": schema must be an Effect Schema or a Standard Schema validator (zod, valibot, ...).`);
   }
   const backoffBaseMs = integer(name, "backoff.baseMs", definition.backoff?.baseMs, 1_000, 0);
@@ -238,7 +246,8 @@ export const defineTask = <P = unknown, R = unknown>(definition: TaskDefinition<
 export const checkPayload = async (task: Task, payload: unknown): Promise<void> => {
   const schema = task.schema;
   if (schema === undefined) return;
-  if (Schema.isSchema(schema)) {
+  if (isEffectSchema(schema)) {
+    const Schema = await (effectSchema ??= import("effect/Schema"));
     const result = await Effect.runPromise(Effect.result(Schema.decodeUnknownEffect(schema as Schema.Codec<unknown>)(payload)));
     if (result._tag === "Failure") throw new Error(String(result.failure.message ?? result.failure));
     return;
