@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { InvalidConfigError } from "./errors.ts";
 import { DEFAULT_MAX_ATTEMPTS } from "./job-spec.ts";
-import { type ClaimedJob, claimedColumns, claimedRow } from "./job-row.ts";
+import { type ClaimedJob, claimedColumns, claimedOutput, claimedRow } from "./job-row.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
@@ -85,7 +85,7 @@ const claimSql = perSchema(
     RETURNING ${claimedColumns("j")}, ${at("$3::int[]", "j.type")} AS "leaseMs",
               (extract(epoch FROM now() - j.run_at) * 1000)::float8 AS "readyMs", j.priority, j.run_at
   )
-  SELECT id, type, payload, attempts, "maxAttempts", "createdAt", "claimToken", "leaseMs", "readyMs" FROM claimed
+  SELECT ${claimedOutput}, "leaseMs", "readyMs" FROM claimed
   ORDER BY row_number() OVER (PARTITION BY type ORDER BY priority DESC, run_at, id), array_position($1::text[], type)`,
 );
 
