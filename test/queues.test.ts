@@ -127,6 +127,28 @@ describe("serial queues", () => {
     void second;
   });
 
+  it("unlessBusy: while another slow claim holds the lock, claims nothing and says busy; once it is free, claims", async () => {
+    await enqueueJobs(db.pool, [{ type: "busy-q", queue: "busy-serial" }]);
+    const holder = await db.pool.connect();
+    try {
+      // What a running slow claim holds (0007): the schema's advisory lock, until its transaction ends.
+      await holder.query("BEGIN");
+      await holder.query("SELECT pg_advisory_xact_lock(hashtextextended('picket.claim_limited:picket', 0))");
+      const tokens = drawClaimTokens(1);
+      expect(await claimLimited(db.pool, "w", [slow("busy-q", { limit: 1 })], { total: 1, tokens, unlessBusy: true })).toBe("busy");
+      expect(await row(db.pool, (await db.pool.query("SELECT id FROM picket.jobs WHERE type = 'busy-q'")).rows[0].id)).toMatchObject({ status: "pending" });
+      // The waiting claim waits: bounded here, it fails at its bound.
+      await expect(claimLimited(db.pool, "w", [slow("busy-q", { limit: 1 })], { total: 1, tokens, timeoutMs: 300 })).rejects.toThrow();
+      await holder.query("COMMIT");
+      const claimed = await claimLimited(db.pool, "w", [slow("busy-q", { limit: 1 })], { total: 1, tokens: drawClaimTokens(1), unlessBusy: true });
+      expect(claimed).toEqual([expect.objectContaining({ type: "busy-q", queue: "busy-serial" })]);
+      expect(Object.keys((claimed as LimitedClaimedJob[])[0]!)).not.toContain("busy");
+    } finally {
+      await holder.query("ROLLBACK").catch(() => undefined);
+      holder.release();
+    }
+  });
+
   it("fills a job's max_attempts from the task on the slow path too", async () => {
     const job = await enqueueJob(db.pool, { type: "q-attempts", queue: "attempts" });
     const [claimed] = await claimSlow(db.pool, [slow("q-attempts", { maxAttempts: 7 })]);

@@ -1,7 +1,8 @@
 // The slow claim: jobs that name a serial queue, and jobs of tasks with cluster-wide limits. One
 // round trip to claim_limited() (migration 0007), which serialises these claims on an advisory
 // lock and counts processing rows and recent starts under it; the argument for why that is enough
-// is written beside the function. The fast claim (claim.ts) never takes these jobs.
+// is written beside the function. Or to try_claim_limited() (0010), which claims only if no other
+// slow claim holds the lock. The fast claim (claim.ts) never takes these jobs.
 import { checkWant, type ClaimWant } from "./claim.ts";
 import { InvalidConfigError } from "./errors.ts";
 import { DEFAULT_MAX_ATTEMPTS } from "./job-spec.ts";
@@ -30,6 +31,11 @@ export interface LimitedClaimOptions extends StatementOptions {
   total?: number;
   /** The tokens the claim gives out, in order (drawClaimTokens(total)). */
   tokens: readonly string[];
+  /**
+   * Claim nothing rather than wait while another slow claim of this schema runs: the result is
+   * then "busy". Default false (wait for it).
+   */
+  unlessBusy?: boolean;
 }
 
 /** A claimed job as the slow claim returns it: also the queue it holds, if any. */
@@ -37,13 +43,11 @@ export interface LimitedClaimedJob extends ClaimedJob {
   queue: string | null;
 }
 
-const claimLimitedSql = perSchema(
-  (schema) => `
-  SELECT o_id AS id, o_type AS type, o_payload AS payload, o_attempts AS attempts, o_max_attempts AS "maxAttempts",
-         o_created_at AS "createdAt", o_claim_token AS "claimToken", o_lease_ms AS "leaseMs", o_ready_ms AS "readyMs", o_queue AS queue
-  FROM ${schema}.claim_limited($1::text, $2::text[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[], $9::int[], $10::int[],
-                               $11::text[], $12::int[], $13::int, $14::int, $15::uuid[])`,
-);
+const ARGS = "$1::text, $2::text[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[], $9::int[], $10::int[], $11::text[], $12::int[], $13::int, $14::int, $15::uuid[]";
+const OUTPUT = `o_id AS id, o_type AS type, o_payload AS payload, o_attempts AS attempts, o_max_attempts AS "maxAttempts",
+         o_created_at AS "createdAt", o_claim_token AS "claimToken", o_lease_ms AS "leaseMs", o_ready_ms AS "readyMs", o_queue AS queue`;
+const claimLimitedSql = perSchema((schema) => `SELECT ${OUTPUT} FROM ${schema}.claim_limited(${ARGS})`);
+const tryClaimLimitedSql = perSchema((schema) => `SELECT o_busy AS busy, ${OUTPUT} FROM ${schema}.try_claim_limited(${ARGS})`);
 
 const MAX_INT = 2_147_483_647;
 
@@ -77,14 +81,17 @@ export const checkQueueName = (queue: unknown, where: string): string => {
 /**
  * Claims, in one round trip, the queued jobs whose queues have room (in run_at, id order within
  * each queue) and the jobs of limited tasks that their limits allow, for `workerId`. Every claim
- * of such jobs must come through here: the fast claim leaves them alone.
+ * of such jobs must come through here: the fast claim leaves them alone. With `unlessBusy`, claims
+ * nothing and answers "busy" when another slow claim of the schema is running.
  */
-export const claimLimited = async (
+export function claimLimited(db: Queryable, workerId: string, wants: readonly LimitedClaimWant[], options: LimitedClaimOptions & { unlessBusy?: false }): Promise<LimitedClaimedJob[]>;
+export function claimLimited(db: Queryable, workerId: string, wants: readonly LimitedClaimWant[], options: LimitedClaimOptions): Promise<LimitedClaimedJob[] | "busy">;
+export async function claimLimited(
   db: Queryable,
   workerId: string,
   wants: readonly LimitedClaimWant[],
   options: LimitedClaimOptions,
-): Promise<LimitedClaimedJob[]> => {
+): Promise<LimitedClaimedJob[] | "busy"> {
   wants.forEach((want) => {
     checkWant(want);
     checkTaskLimits(want.type, want);
@@ -97,11 +104,12 @@ export const claimLimited = async (
   const queues = Object.entries(options.queues ?? {});
   queues.forEach(([name, { concurrency }]) => positiveInt(`queue "${checkQueueName(name, "queues")}": concurrency`, concurrency));
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const { rows } = await runStatement<LimitedClaimedJob>(
+  const unlessBusy = options.unlessBusy === true;
+  const { rows } = await runStatement<LimitedClaimedJob & { busy?: boolean }>(
     db,
     {
-      name: `picket_claim_limited_${schema}`,
-      text: claimLimitedSql(schema),
+      name: unlessBusy ? `picket_try_claim_limited_${schema}` : `picket_claim_limited_${schema}`,
+      text: unlessBusy ? tryClaimLimitedSql(schema) : claimLimitedSql(schema),
       values: [
         workerId,
         wants.map((w) => w.type),
@@ -122,5 +130,8 @@ export const claimLimited = async (
     },
     options,
   );
+  if (!unlessBusy) return rows;
+  if (rows[0]?.busy === true) return "busy";
+  for (const row of rows) delete row.busy;
   return rows;
-};
+}

@@ -32,7 +32,6 @@ import {
   sweepExpiredClaims,
   type ClaimedJob,
   type ClaimWant,
-  type LimitedClaimedJob,
   type HeldJobView,
   type StatementOptions,
   type WorkerBeat,
@@ -147,6 +146,12 @@ export class Supervisor {
   private readonly limitedTypes: ReadonlySet<string>;
   /** Queued work may be ready (a NOTIFY said so, a queued or limited job ended, the last slow claim took some): run the slow claim at the next poll. */
   private queuedWorkDue = true;
+  /**
+   * A limited task's jobs may be ready (a NOTIFY named its type, the last slow claim took some):
+   * with a free slot for one, run the slow claim at the next poll. Without this, every worker with
+   * a limited task ran the slow claim, serialised on one advisory lock, at every poll.
+   */
+  private limitedWorkDue = true;
   /** When the slow claim last ran (performance.now()); it runs at least once per poll interval to find queued jobs. */
   private lastSlowClaimAt = Number.NEGATIVE_INFINITY;
   /** Jobs taken by the slow claim: when one ends, its queue or limit has room again. */
@@ -542,24 +547,25 @@ export class Supervisor {
   /**
    * The claim's two paths. Jobs that name a queue and jobs of limited tasks are claimed only by the
    * slow claim (claimLimited: serialised in the database, one round trip); every other job by the
-   * fast claim, exactly as without queues. The slow claim runs when this worker has a limited task
-   * with a free slot, or when queued work may be ready: a NOTIFY marked it (`!queued`), a job it
-   * took ended (its queue has room), its last run took queued jobs (more may wait), or a poll
-   * interval has passed since it last ran (queued jobs retried, released or swept announce
-   * nothing). A worker with no limited task and no queued jobs about therefore adds one slow
-   * claim per poll interval and nothing to any claim. The slow claim goes first so that a stream
+   * fast claim, exactly as without queues. The slow claim runs when work for it may be ready: a
+   * NOTIFY marked queued work (`!queued`) or named a limited task this worker has a free slot for,
+   * a job it took ended (its queue or limit has room), its last run took jobs (more may wait), or a
+   * poll interval has passed since it last ran (jobs retried, released or swept announce nothing,
+   * nor does a rate limit's window reopening). A worker with no queued or limited jobs about
+   * therefore adds one slow claim per poll interval and nothing to any claim. The slow claim goes first so that a stream
    * of plain jobs cannot crowd queued ones out; the fast claim gets what is left.
    */
   private async claimFastAndSlow(wants: ClaimWant[], total: number, drawn: ClaimDraw, signal: AbortSignal): Promise<ClaimedJob[]> {
     const options = { ...this.statements, signal };
     const fastWants = this.limitedTypes.size === 0 ? wants : wants.filter((want) => !this.limitedTypes.has(want.type));
     const now = performance.now();
-    const limitedWanted = wants.some((want) => want.limit > 0 && this.limitedTypes.has(want.type));
-    if (!limitedWanted && !this.queuedWorkDue && now - this.lastSlowClaimAt < this.config.pollIntervalMs) {
+    const limitedDue = this.limitedWorkDue && wants.some((want) => want.limit > 0 && this.limitedTypes.has(want.type));
+    if (!limitedDue && !this.queuedWorkDue && now - this.lastSlowClaimAt < this.config.pollIntervalMs) {
       return fastWants.length === 0 ? [] : claimJobs(this.pool!, this.config.workerId, fastWants, { ...options, total, seed: drawn.seed });
     }
+    const due = { queued: this.queuedWorkDue, limited: this.limitedWorkDue };
     this.queuedWorkDue = false;
-    this.lastSlowClaimAt = now;
+    this.limitedWorkDue = false;
     const slowWants = wants.map((want) => {
       const task = this.tasks.get(want.type);
       return {
@@ -569,16 +575,27 @@ export class Supervisor {
       };
     });
     drawn.tokens = drawClaimTokens(total);
-    const slow: LimitedClaimedJob[] = await claimLimited(this.pool!, this.config.workerId, slowWants, {
+    // Another worker's slow claim is not waited for (each holds its poll, the fast claim too, while
+    // it waits): this worker claims its plain jobs and tries again at its next poll. Only once a
+    // poll interval has passed without a slow claim here does it wait its turn.
+    const slow = await claimLimited(this.pool!, this.config.workerId, slowWants, {
       ...options,
       total,
       tokens: drawn.tokens,
       queues: this.config.queues,
+      unlessBusy: now - this.lastSlowClaimAt < this.config.pollIntervalMs,
     });
     // Its reply arrived: from here on only the fast claim's seed can go unanswered.
     drawn.tokens = [];
+    if (slow === "busy") {
+      this.queuedWorkDue ||= due.queued;
+      this.limitedWorkDue ||= due.limited;
+      return fastWants.length === 0 ? [] : claimJobs(this.pool!, this.config.workerId, fastWants, { ...options, total, seed: drawn.seed });
+    }
+    this.lastSlowClaimAt = now;
     for (const job of slow) this.slowClaimed.add(job);
     if (slow.some((job) => job.queue !== null)) this.queuedWorkDue = true;
+    if (slow.some((job) => job.queue === null)) this.limitedWorkDue = true;
     const left = total - slow.length;
     if (left <= 0) return slow;
     const takenByType = new Map<string, number>();
@@ -667,6 +684,7 @@ export class Supervisor {
           onWake: (types, queued) => {
             if (!(types === "all" || types.some((t) => ours.has(t)))) return;
             if (queued) this.queuedWorkDue = true;
+            if (types === "all" || types.some((t) => this.limitedTypes.has(t))) this.limitedWorkDue = true;
             send({ type: "WAKE" });
           },
           onCancel: (claim) => this.held.cancelledClaim(claim),
