@@ -8,14 +8,9 @@ import * as Fiber from "effect/Fiber";
 import pg from "pg";
 import { createActor, fromCallback, fromPromise, waitFor, type Actor, type AnyActorRef } from "xstate";
 import {
-  claimJobs,
-  claimLimited,
   deleteFinishedJobs,
   describeConnection,
-  drawClaimSeed,
-  drawClaimTokens,
   endPool,
-  giveBackUnreturnedClaims,
   migrate,
   InvalidConfigError,
   openPool,
@@ -31,7 +26,6 @@ import {
   syncTaskSchedules,
   sweepExpiredClaims,
   type ClaimedJob,
-  type ClaimWant,
   type HeldJobView,
   type StatementOptions,
   type WorkerBeat,
@@ -41,6 +35,7 @@ import { supervisorMachine, type PollOutput } from "../machines/supervisor-machi
 import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
 import type { HealthCheck, HealthReport } from "./health-server.ts";
 import { HeldJobs } from "./held-jobs.ts";
+import { Claimer } from "./claimer.ts";
 import { CompletionRate } from "./completion-rate.ts";
 import { createJobRuntime, type JobRuntime } from "./job-runtime.ts";
 import { inspectorFor, parentFor } from "./inspection.ts";
@@ -51,7 +46,7 @@ import { loop } from "./loop.ts";
 import { WorkerMetrics } from "./metrics.ts";
 import { watchEventLoop } from "./stall-watch.ts";
 import { PICKET_VERSION } from "./version.ts";
-import { isLimited, type Task } from "./task.ts";
+import type { Task } from "./task.ts";
 
 /** How long after the drain deadline releases and outcomes in flight may still be written. */
 const RELEASE_GRACE_MS = 1_000;
@@ -62,9 +57,6 @@ const RELEASE_GRACE_MS = 1_000;
  * them): they take milliseconds on a database that answers, and must not add up on one that does not.
  */
 const STOP_STEP_MS = 250;
-
-/** Most seeds, and most tokens, of unanswered claims kept to give back. */
-const MAX_UNRETURNED_TOKENS = 10_000;
 
 /** The health check's own connection must answer within this. */
 const HEALTH_PROBE_MS = 2_000;
@@ -80,12 +72,6 @@ const stateText = (value: unknown): string =>
 
 const STALL_TICK_MS = 100;
 const STALL_MIN_MS = 50;
-
-/** What one poll's claim drew: the fast claim's seed, and the slow claim's tokens when it ran. */
-interface ClaimDraw {
-  seed: string;
-  tokens: string[];
-}
 
 export interface SupervisorStats {
   /** Job machines alive: handlers running, and jobs whose outcome is still being written. */
@@ -136,33 +122,14 @@ export class Supervisor {
   private pollAbort: AbortController | undefined;
   /** The health check's database probe in flight, shared by the checks that arrive meanwhile. */
   private databaseProbe: Promise<string | null> | undefined;
-  /**
-   * Claims whose reply never arrived (the statement failed or was cancelled, perhaps after it
-   * committed): the fast claims' seeds and the slow claims' tokens. Their jobs, if any, are given
-   * back before the next claim.
-   */
-  private unreturned: { seeds: string[]; tokens: string[] } = { seeds: [], tokens: [] };
-  /** Tasks with cluster-wide limits: their jobs are claimed by the slow claim only. */
-  private readonly limitedTypes: ReadonlySet<string>;
-  /** Queued work may be ready (a NOTIFY said so, a queued or limited job ended, the last slow claim took some): run the slow claim at the next poll. */
-  private queuedWorkDue = true;
-  /**
-   * A limited task's jobs may be ready (a NOTIFY named its type, the last slow claim took some):
-   * with a free slot for one, run the slow claim at the next poll. Without this, every worker with
-   * a limited task ran the slow claim, serialised on one advisory lock, at every poll.
-   */
-  private limitedWorkDue = true;
-  /** When the slow claim last ran (performance.now()); it runs at least once per poll interval to find queued jobs. */
-  private lastSlowClaimAt = Number.NEGATIVE_INFINITY;
-  /** Jobs taken by the slow claim: when one ends, its queue or limit has room again. */
-  private readonly slowClaimed = new WeakSet<ClaimedJob>();
+  /** The claim: fast and slow, what is due of the slow one, and claims whose reply never came. */
+  private readonly claimer: Claimer;
 
   constructor(options: SupervisorOptions) {
     this.config = resolveConfig(options);
     this.options = options;
     this.logger = (options.logger ?? createLogger()).child({ worker_id: this.config.workerId });
     this.tasks = new Map(options.tasks.map((task) => [task.name, task as Task]));
-    this.limitedTypes = new Set(options.tasks.filter(isLimited).map((task) => task.name));
     // Every statement of this worker listens to its lifetime: no limit on listeners.
     setMaxListeners(Number.POSITIVE_INFINITY, this.lifetime.signal);
     this.statements = {
@@ -172,6 +139,15 @@ export class Supervisor {
       signal: this.lifetime.signal,
     };
     this.metrics = new WorkerMetrics(options.metrics);
+    this.claimer = new Claimer({
+      pool: () => this.pool!,
+      config: this.config,
+      statements: this.statements,
+      tasks: this.tasks,
+      logger: this.logger,
+      metrics: this.metrics,
+      claimTook: (ms) => this.held.claimTook(ms),
+    });
     this.held = new HeldJobs({
       metrics: this.metrics,
       concurrency: this.config.concurrency,
@@ -183,10 +159,7 @@ export class Supervisor {
         if (outcome === "completed") this.completionRate.completed(entry.job.type);
         // Its queue or its task's cluster limit has room now that the row has left processing:
         // claim again soon, here (another worker's probe may be a poll interval away).
-        if (this.slowClaimed.has(entry.job)) {
-          this.queuedWorkDue = true;
-          if (this.actor?.getSnapshot().status === "active") this.actor.send({ type: "WAKE" });
-        }
+        if (this.claimer.ended(entry.job) && this.actor?.getSnapshot().status === "active") this.actor.send({ type: "WAKE" });
         for (const listener of this.listeners) {
           try {
             listener({ job: entry.job, outcome, error, durationMs: Date.now() - entry.startedAt });
@@ -392,7 +365,7 @@ export class Supervisor {
       const lastStepsEnd = performance.now() + STOP_STEP_MS;
       // A claim whose reply never came may have given out jobs: one short try to give them back
       // (unless forced), else the sweep charges them after their lease.
-      if (!this.forced) await this.giveBackUnreturned(Math.min(this.config.statementTimeoutMs, STOP_STEP_MS));
+      if (!this.forced) await this.claimer.giveBackUnreturned(Math.min(this.config.statementTimeoutMs, STOP_STEP_MS), this.lifetime.signal);
       // The heartbeat row goes with the worker: one short try (a row left behind shows as silent).
       if (this.pool && this.actor) {
         const timeoutMs = Math.max(1, Math.round(lastStepsEnd - performance.now()));
@@ -503,10 +476,10 @@ export class Supervisor {
       if (this.stopping !== undefined) return { asked: 0, claimed: 0 };
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
       const { wants, asked } = this.held.planClaim();
-      await this.giveBackUnreturned(this.config.statementTimeoutMs, signal);
+      await this.claimer.giveBackUnreturned(this.config.statementTimeoutMs, signal);
       // When the claim was sent: the lease it grants is confirmed from then (on this clock).
       const sentAt = performance.now();
-      const jobs = asked > 0 ? await this.claim(wants, asked, sentAt, signal) : [];
+      const jobs = asked > 0 ? await this.claimer.claim(wants, asked, sentAt, signal) : [];
       const entries = this.held.claimed(jobs, sentAt);
       for (const entry of entries) this.leaseWatch.schedule(localDeadline(entry.confirmedAt, entry.job.leaseMs));
       // Started after the supervisor machine has counted them (a job can finish synchronously).
@@ -516,117 +489,6 @@ export class Supervisor {
       this.pollAbort = undefined;
       this.pollStartedAt = null;
       this.lastPollAt = Date.now();
-    }
-  }
-
-  /** One claim, timed from `sentAt`: its round trip feeds the mean that sizes the buffer. */
-  private async claim(wants: ClaimWant[], total: number, sentAt: number, signal: AbortSignal): Promise<ClaimedJob[]> {
-    const drawn: ClaimDraw = { seed: drawClaimSeed(), tokens: [] };
-    try {
-      const jobs = await this.metrics.timed("claim", () => this.claimFastAndSlow(wants, total, drawn, signal));
-      this.held.claimTook(performance.now() - sentAt);
-      return jobs;
-    } catch (error) {
-      this.unanswered(drawn);
-      throw error;
-    }
-  }
-
-  /**
-   * Remembers a claim whose reply never came: it may have committed before it failed (its reply
-   * lost, or a cancel too late). Kept bounded through a long outage, when every poll fails: the
-   * oldest are left to the sweep.
-   */
-  private unanswered(drawn: ClaimDraw): void {
-    this.unreturned = {
-      seeds: [...this.unreturned.seeds, drawn.seed].slice(-MAX_UNRETURNED_TOKENS),
-      tokens: [...this.unreturned.tokens, ...drawn.tokens].slice(-MAX_UNRETURNED_TOKENS),
-    };
-  }
-
-  /**
-   * The claim's two paths. Jobs that name a queue and jobs of limited tasks are claimed only by the
-   * slow claim (claimLimited: serialised in the database, one round trip); every other job by the
-   * fast claim, exactly as without queues. The slow claim runs when work for it may be ready: a
-   * NOTIFY marked queued work (`!queued`) or named a limited task this worker has a free slot for,
-   * a job it took ended (its queue or limit has room), its last run took jobs (more may wait), or a
-   * poll interval has passed since it last ran (jobs retried, released or swept announce nothing,
-   * nor does a rate limit's window reopening). A worker with no queued or limited jobs about
-   * therefore adds one slow claim per poll interval and nothing to any claim. The slow claim goes first so that a stream
-   * of plain jobs cannot crowd queued ones out; the fast claim gets what is left.
-   */
-  private async claimFastAndSlow(wants: ClaimWant[], total: number, drawn: ClaimDraw, signal: AbortSignal): Promise<ClaimedJob[]> {
-    const options = { ...this.statements, signal };
-    const fastWants = this.limitedTypes.size === 0 ? wants : wants.filter((want) => !this.limitedTypes.has(want.type));
-    const now = performance.now();
-    const limitedDue = this.limitedWorkDue && wants.some((want) => want.limit > 0 && this.limitedTypes.has(want.type));
-    if (!limitedDue && !this.queuedWorkDue && now - this.lastSlowClaimAt < this.config.pollIntervalMs) {
-      return fastWants.length === 0 ? [] : claimJobs(this.pool!, this.config.workerId, fastWants, { ...options, total, seed: drawn.seed });
-    }
-    const due = { queued: this.queuedWorkDue, limited: this.limitedWorkDue };
-    this.queuedWorkDue = false;
-    this.limitedWorkDue = false;
-    const slowWants = wants.map((want) => {
-      const task = this.tasks.get(want.type);
-      return {
-        ...want,
-        ...(task?.clusterConcurrency !== undefined ? { clusterConcurrency: task.clusterConcurrency } : {}),
-        ...(task?.rateLimit !== undefined ? { rateLimit: task.rateLimit } : {}),
-      };
-    });
-    drawn.tokens = drawClaimTokens(total);
-    // Another worker's slow claim is not waited for (each holds its poll, the fast claim too, while
-    // it waits): this worker claims its plain jobs and tries again at its next poll. Only once a
-    // poll interval has passed without a slow claim here does it wait its turn.
-    const slow = await claimLimited(this.pool!, this.config.workerId, slowWants, {
-      ...options,
-      total,
-      tokens: drawn.tokens,
-      queues: this.config.queues,
-      unlessBusy: now - this.lastSlowClaimAt < this.config.pollIntervalMs,
-    });
-    // Its reply arrived: from here on only the fast claim's seed can go unanswered.
-    drawn.tokens = [];
-    if (slow === "busy") {
-      this.queuedWorkDue ||= due.queued;
-      this.limitedWorkDue ||= due.limited;
-      return fastWants.length === 0 ? [] : claimJobs(this.pool!, this.config.workerId, fastWants, { ...options, total, seed: drawn.seed });
-    }
-    this.lastSlowClaimAt = now;
-    for (const job of slow) this.slowClaimed.add(job);
-    if (slow.some((job) => job.queue !== null)) this.queuedWorkDue = true;
-    if (slow.some((job) => job.queue === null)) this.limitedWorkDue = true;
-    const left = total - slow.length;
-    if (left <= 0) return slow;
-    const takenByType = new Map<string, number>();
-    for (const job of slow) takenByType.set(job.type, (takenByType.get(job.type) ?? 0) + 1);
-    const rest = fastWants.map((want) => ({ ...want, limit: Math.max(0, want.limit - (takenByType.get(want.type) ?? 0)) }));
-    if (rest.length === 0) return slow;
-    try {
-      const fast = await claimJobs(this.pool!, this.config.workerId, rest, { ...options, total: left, seed: drawn.seed });
-      return [...slow, ...fast];
-    } catch (error) {
-      if (slow.length === 0) throw error;
-      // The slow claim's jobs are this worker's: dropped here, nobody would run them until the sweep
-      // charged their attempt (with maxAttempts 1, dead unrun). They run; the fast claim is given back.
-      this.unanswered(drawn);
-      this.logger.error({ err: error }, "claim failed after the slow claim took jobs; running those, and giving back what the failed claim may have taken");
-      return slow;
-    }
-  }
-
-  /**
-   * Gives back, unrun and uncharged, jobs of claims whose reply never came (no statement when there
-   * are none). Claims are made one at a time, so none is in flight here. When it fails (the database is still away), the tokens are
-   * kept for the next try; the claim goes ahead meanwhile.
-   */
-  private async giveBackUnreturned(timeoutMs: number, signal: AbortSignal = this.lifetime.signal): Promise<void> {
-    try {
-      const ids = await giveBackUnreturnedClaims(this.pool!, { workerId: this.config.workerId, ...this.unreturned }, { ...this.statements, timeoutMs, signal });
-      this.unreturned = { seeds: [], tokens: [] };
-      if (ids.length > 0) this.logger.warn({ jobs: ids }, `a claim's reply never arrived: gave back ${ids.length} job(s) it had taken, unrun and uncharged`);
-    } catch (error) {
-      this.logger.debug({ err: error }, "could not yet give back the jobs of a claim whose reply never arrived; trying again before the next claim");
     }
   }
 
@@ -683,8 +545,7 @@ export class Supervisor {
           schema: config.schema,
           onWake: (types, queued) => {
             if (!(types === "all" || types.some((t) => ours.has(t)))) return;
-            if (queued) this.queuedWorkDue = true;
-            if (types === "all" || types.some((t) => this.limitedTypes.has(t))) this.limitedWorkDue = true;
+            this.claimer.announced(types, queued);
             send({ type: "WAKE" });
           },
           onCancel: (claim) => this.held.cancelledClaim(claim),
