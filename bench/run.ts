@@ -67,6 +67,9 @@ const drains = {
   pgbossTuned: { script: "peers/throughput-pgboss.ts", args: ["--jobs", jobs, "--tuned", ...analyze] },
 } satisfies Record<string, Run>;
 
+const workerCounts = ["1", "8", "32"];
+const workersRun = (n: string, mixed: boolean): Run => ({ script: "workers.ts", args: ["--jobs", jobs, "--workers", n, ...(mixed ? ["--mixed"] : []), ...analyze] });
+
 const throughput = (name: string, run: Run): Scenario => ({ group: "throughput", name, run, metric: "jobsPerSecond", unit: "jobs/s", higherIsBetter: true });
 
 // The same backlog (--jobs pending rows) in an otherwise empty table, and behind a million finished
@@ -123,6 +126,18 @@ const scenarios: Scenario[] = [
     unit: "jobs/s",
     higherIsBetter: true,
   })),
+  // Many workers against one server (bench/workers.ts): plain jobs, and with a tenth of them on
+  // serial queues and a limited task (--mixed), which go through the slow claim.
+  ...workerCounts.flatMap((n) =>
+    [false, true].map((mixed): Scenario => ({
+      group: "workers",
+      name: `picket ${n} worker process${n === "1" ? "" : "es"} (concurrency 10 each${mixed ? ", a tenth of the jobs queued or limited" : ""})`,
+      run: workersRun(n, mixed),
+      metric: "jobsPerSecond",
+      unit: "jobs/s",
+      higherIsBetter: true,
+    })),
+  ),
   // The enqueue rates come from the drains' enqueue phase.
   { group: "enqueue", name: "picket bulk enqueue", run: drains.picketBest, metric: "enqueuePerSecond", unit: "jobs/s", higherIsBetter: true },
   { group: "enqueue", name: "graphile-worker addJobs", run: drains.graphileDefaults, metric: "enqueuePerSecond", unit: "jobs/s", higherIsBetter: true },
@@ -244,6 +259,35 @@ const costTable =
     ? `\nCosts per job of the drains above (medians of the same runs):\n\n${costLines.join("\n")}\n${cutOff ? "\n† cut off at 60 s: costs are per job done by then.\n" : ""}`
     : "";
 
+// Many workers: what each job cost as workers are added, against one worker's (the target: the
+// server's CPU per job within 1.2× of one worker's, throughput not falling).
+const workerLines = ["| workers | jobs | jobs/s | worker CPU µs/job | PostgreSQL CPU µs/job | × one worker's | commits/job | WAL bytes/job | sessions waiting on the slow claim's lock |", "| ---: | --- |" + " ---: |".repeat(7)];
+for (const mixed of [false, true]) {
+  const one = done.get(runKey(workersRun("1", mixed)));
+  for (const n of workerCounts) {
+    const rs = done.get(runKey(workersRun(n, mixed)));
+    if (rs === undefined || rs.length === 0) continue;
+    const m = (metric: string, from = rs) => {
+      const xs = from.map((r) => r[metric]).filter((x): x is number => typeof x === "number");
+      return xs.length === 0 ? undefined : median(xs);
+    };
+    const cell = (x: number | undefined) => (x === undefined ? "n/a" : x >= 100 ? Math.round(x).toLocaleString("en-US") : x.toPrecision(3));
+    const pg = m("pgCpuUsPerJob");
+    const pgOne = one && one.length > 0 ? m("pgCpuUsPerJob", one) : undefined;
+    workerLines.push(
+      `| ${n} | ${mixed ? "a tenth queued or limited" : "plain"} | ${cell(m("jobsPerSecond"))} | ${cell(m("workerCpuUsPerJob"))} | ${cell(pg)} | ${pg !== undefined && pgOne ? `${(pg / pgOne).toFixed(2)}×` : "n/a"} | ${cell(m("commitsPerJob"))} | ${cell(m("walBytesPerJob"))} | ${cell(m("slowClaimLockWaiters"))} |`,
+    );
+  }
+}
+const workersTable =
+  workerLines.length > 2
+    ? `
+Many workers against one server (\`bench/workers.ts\`: CLI worker processes at concurrency 10, started and registered before the jobs are inserted in one statement; worker CPU is the sum over the processes; the last column is the mean number of sessions waiting on the slow claim's advisory lock, sampled every 10 ms):
+
+${workerLines.join("\n")}
+`
+    : "";
+
 const limit = results.find((r) => r.scenario.group === "limit");
 const best = picketBest("throughput");
 const share = limit && best ? `\npicket's best throughput is ${((100 * best) / median(limit.values)).toFixed(0)}% of the bare-statement limit on this server.\n` : "";
@@ -253,7 +297,7 @@ const [emptyScale, fullScale] = [scaleAt("empty table"), scaleAt("1,000,000 fini
 const scaleShare = emptyScale && fullScale
   ? `With 1,000,000 finished rows in the table, throughput is ${((100 * median(fullScale.values)) / median(emptyScale.values)).toFixed(0)}% of the empty-table figure.\n`
   : "";
-const table = `${lines.join("\n")}\n${share}${scaleShare}${costTable}`;
+const table = `${lines.join("\n")}\n${share}${scaleShare}${costTable}${workersTable}`;
 process.stdout.write(`\n${table}\n`);
 // The generated part of docs/benchmarks.md sits between two markers; the rest of the page (the
 // optimisation log) is written by hand and kept.

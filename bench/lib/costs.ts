@@ -34,15 +34,18 @@ export interface Costs {
 export interface Meter {
   /** A query on the monitor's connection (the benchmark's polling): counted, so it is left out. */
   query<R extends pg.QueryResultRow = any>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
-  /** Opens the window, once no other client of this database is connected. */
-  start(): Promise<void>;
+  /**
+   * Opens the window, once no other client of this database is connected; with `othersConnected`
+   * at once (workers started before it, idle: their few unreported commits are counted in it).
+   */
+  start(options?: { othersConnected?: boolean }): Promise<void>;
   /** Closes the window, once the worker has stopped and its connections are gone: costs per job. */
   stop(jobs: number): Promise<Costs>;
   end(): Promise<void>;
 }
 
 /** Clock ticks per second of /proc/<pid>/stat's times (usually 100: 10 ms resolution). */
-const clockTicks = (() => {
+export const clockTicks = (() => {
   let ticks: number | undefined;
   return () => (ticks ??= Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100);
 })();
@@ -153,8 +156,8 @@ export const openMeter = async (url: string): Promise<Meter> => {
     if (postmaster === undefined) await sleep(500);
   };
 
-  const snapshot = async (): Promise<Snapshot> => {
-    await settle();
+  const snapshot = async (wait = true): Promise<Snapshot> => {
+    if (wait) await settle();
     // The monitor's own counts reach pg_stat_database at the end of this statement.
     await query("SELECT pg_stat_force_next_flush()");
     const before = monitorQueries;
@@ -178,8 +181,8 @@ export const openMeter = async (url: string): Promise<Meter> => {
   let first: Snapshot | undefined;
   return {
     query,
-    start: async () => {
-      first = await snapshot();
+    start: async (options = {}) => {
+      first = await snapshot(options.othersConnected !== true);
     },
     stop: async (jobs) => {
       const last = await snapshot();
