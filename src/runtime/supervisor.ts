@@ -471,7 +471,9 @@ export class Supervisor {
       // free their slots before we count them. Without it, slots freed while a claim is in flight
       // settle into two cohorts claimed by turns (9, 1, 9, 1, ... at concurrency 10): twice the
       // statements for the same jobs.
-      await new Promise((resolve) => setImmediate(resolve));
+      // (A worker holding no job has no slot to free: it claims at once, as a NOTIFY to an idle
+      // worker asks.)
+      if (this.held.size > 0) await new Promise((resolve) => setImmediate(resolve));
       // A stop() during that turn stops claiming at once: nothing more is claimed for the drain.
       if (this.stopping !== undefined) return { asked: 0, claimed: 0 };
       // Nothing to ask for (no free slot, every task at its limit) costs no round trip.
