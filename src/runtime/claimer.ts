@@ -123,10 +123,12 @@ export class Claimer {
   private async claimFastAndSlow(wants: ClaimWant[], total: number, drawn: ClaimDraw, signal: AbortSignal): Promise<ClaimedJob[]> {
     const options = { ...this.deps.statements, signal };
     const fastWants = this.limitedTypes.size === 0 ? wants : wants.filter((want) => !this.limitedTypes.has(want.type));
+    // Plain jobs only: when the slow claim is not due, or another worker's is running.
+    const fastOnly = () => (fastWants.length === 0 ? [] : claimJobs(this.deps.pool(), this.deps.config.workerId, fastWants, { ...options, total, seed: drawn.seed }));
     const now = performance.now();
     const limitedDue = this.limitedWorkDue && wants.some((want) => want.limit > 0 && this.limitedTypes.has(want.type));
     if (!limitedDue && !this.queuedWorkDue && now - this.lastSlowClaimAt < this.deps.config.pollIntervalMs) {
-      return fastWants.length === 0 ? [] : claimJobs(this.deps.pool(), this.deps.config.workerId, fastWants, { ...options, total, seed: drawn.seed });
+      return fastOnly();
     }
     const due = { queued: this.queuedWorkDue, limited: this.limitedWorkDue };
     this.queuedWorkDue = false;
@@ -155,7 +157,7 @@ export class Claimer {
     if (slow === "busy") {
       this.queuedWorkDue ||= due.queued;
       this.limitedWorkDue ||= due.limited;
-      return fastWants.length === 0 ? [] : claimJobs(this.deps.pool(), this.deps.config.workerId, fastWants, { ...options, total, seed: drawn.seed });
+      return fastOnly();
     }
     this.lastSlowClaimAt = now;
     for (const job of slow) this.slowClaimed.add(job);

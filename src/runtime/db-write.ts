@@ -6,7 +6,7 @@
 import * as Effect from "effect/Effect";
 import * as Schedule from "effect/Schedule";
 import { isTransientDbError, type FencedResult } from "../db/index.ts";
-import type { SignalSource } from "./job-runner.ts";
+import type { SignalSource } from "./signal-source.ts";
 
 /** The row was locked by another session when the write came: it is tried again. */
 class RowBusy {

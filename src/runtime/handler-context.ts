@@ -4,7 +4,7 @@
 // no-op job's largest allocation: 1.9 KB of its 13.5.) The getters sit on the prototype, so a view
 // made with Object.create(ctx) reads through them.
 import { reportProgress, type ClaimedJob, type Queryable, type StatementOptions } from "../db/index.ts";
-import type { SignalSource } from "./job-runner.ts";
+import type { SignalSource } from "./signal-source.ts";
 import type { Logger } from "./logger.ts";
 import { stepsFor, type StepDeps } from "./steps.ts";
 import type { HandlerContext, JobInfo } from "./task.ts";

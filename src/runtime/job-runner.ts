@@ -10,6 +10,7 @@
 import { createActor, type AnyActorRef, type AnyStateMachine, type Actor, type InspectionEvent } from "xstate";
 import type { Inspector } from "./inspection.ts";
 import type { DerivedPath, MachineEvent, PathAction, PathBranch, PathState } from "../machines/derive-path.ts";
+import type { SignalSource } from "./signal-source.ts";
 
 type Context = Record<string, unknown>;
 export type RunStatus = "active" | "done" | "error" | "stopped";
@@ -31,18 +32,6 @@ export interface RunOptions {
 }
 
 const INIT: MachineEvent = { type: "xstate.init" };
-
-/**
- * Where an invocation's abort signal comes from: XState's actor arguments, or the derived path's
- * (InvocationArgs), which also say whether the invocation was aborted without making the signal.
- */
-export interface SignalSource {
-  readonly signal: AbortSignal;
-  readonly aborted?: boolean;
-}
-
-/** Whether the invocation behind `source` was aborted, without making a signal nobody has read. */
-export const isAborted = (source: SignalSource): boolean => source.aborted ?? source.signal.aborted;
 
 /**
  * The arguments the path gives a promise actor, as XState gives them ({ input, signal }), with the

@@ -26,7 +26,8 @@ import { runHandler } from "./run-handler.ts";
 import { JobContext, type HandlerContextDeps } from "./handler-context.ts";
 import { checkPayload, type Task } from "./task.ts";
 import type { Inspector } from "./inspection.ts";
-import { runAlongPath, type JobRun, type RunObserver, type RunOptions, type SignalSource } from "./job-runner.ts";
+import { runAlongPath, type JobRun, type RunObserver, type RunOptions } from "./job-runner.ts";
+import type { SignalSource } from "./signal-source.ts";
 import { createWriteBatcher, MAX_WRITE_BATCH } from "./write-batcher.ts";
 
 /** What a job's machine ends with. */

@@ -4,7 +4,7 @@
 // the machine takes the result: the job is recorded completed though it ran past its timeout.
 // That cannot be undone from this thread; it is said, once per attempt, with what to do.
 import type { ClaimedJob } from "../db/index.ts";
-import { isAborted, type SignalSource } from "./job-runner.ts";
+import { isAborted, type SignalSource } from "./signal-source.ts";
 import type { Logger } from "./logger.ts";
 import type { Task } from "./task.ts";
 

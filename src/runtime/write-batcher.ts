@@ -4,7 +4,7 @@
 // (bench/throughput.ts, 20,000 no-op jobs): one statement per completion spent ~14% of the worker's
 // CPU in socket writes alone.
 import { isTransientDbError, type Claim, type FencedResult } from "../db/index.ts";
-import { isAborted, type SignalSource } from "./job-runner.ts";
+import { isAborted, type SignalSource } from "./signal-source.ts";
 
 /**
  * Writes `item` with the others of this turn. Once `abort` has aborted (the machine gave the
