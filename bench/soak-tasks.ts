@@ -1,5 +1,6 @@
 // The soak's tasks module (bench/soak.ts): jobs that sleep the payload's ms, as I/O-bound work does.
-import { defineTask } from "../src/runtime/task.ts";
+// From "picket" (this package by its own name: the built dist/), as a user's tasks module imports it.
+import { defineTask } from "picket";
 
 export const tasks = [
   defineTask({

@@ -3,7 +3,7 @@
 // /proc) is sampled every 5 s. Reports the mean RSS per quarter of the run, the minimum and the
 // maximum, and the jobs done.
 // Usage: node bench/soak.ts --url <database url> [--minutes 30] [--worker picket|graphile] [--concurrency 10]
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -33,11 +33,17 @@ const add = async (n: number): Promise<void> => {
   if (graphile) await pool.query("SELECT graphile_worker.add_job('soak'::text, p::json) FROM jsonb_array_elements($1::jsonb) AS p", [JSON.stringify(specs)]);
   else await enqueueJobs(pool, specs.map((payload) => ({ type: "soak", payload })));
 };
-if (!graphile) await migrate(pool);
+// picket's worker runs as it is installed: the built CLI (node strips the types of a .ts file with
+// a WebAssembly transpiler that holds its own memory, so running src would measure that too). The
+// tasks module is TypeScript, as graphile-worker's harness is, so both processes load it.
+if (!graphile) {
+  execFileSync("npm", ["run", "--silent", "build"], { cwd: here(".."), stdio: "inherit" });
+  await migrate(pool);
+}
 
 const child = graphile
   ? spawn(process.execPath, [here("./peers/soak-graphile.ts"), "--url", url, "--concurrency", values.concurrency!], { stdio: ["ignore", "pipe", "inherit"] })
-  : spawn(process.execPath, [here("../src/cli/main.ts"), "worker", "--tasks", here("./soak-tasks.ts"), "--concurrency", values.concurrency!], {
+  : spawn(process.execPath, [here("../dist/cli/main.js"), "worker", "--tasks", here("./soak-tasks.ts"), "--concurrency", values.concurrency!], {
       env: { ...process.env, DATABASE_URL: url, PICKET_LOG_LEVEL: "warn" },
       stdio: ["ignore", "pipe", "inherit"],
     });

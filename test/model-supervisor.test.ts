@@ -3,10 +3,11 @@
 // by xstate/graph); each scenario runs a real Supervisor on PostgreSQL with real jobs and faults,
 // and the transitions it takes are recorded through XState inspection. A transition of the
 // machine that no scenario takes fails the suite by name.
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { getShortestPaths } from "xstate/graph";
 import { enqueueJobs } from "../src/db/index.ts";
 import { machineTransitions, supervisorMachine, transitionRows } from "../src/machines/index.ts";
+import { PollLoop } from "../src/runtime/poll-loop.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { interceptedPool, useTestDatabase } from "./support/db.ts";
 import { startWorker } from "./support/worker.ts";
@@ -31,26 +32,20 @@ describe("supervisor machine against the real runtime", () => {
   it("has a generated shortest path to every transition (the coverage target)", () => {
     // Bounded model: at most one running job, so the state space is finite.
     const paths = getShortestPaths(supervisorMachine, {
-      input: { pollIntervalMs: 100, drainTimeoutMs: 100, releaseGraceMs: 100 },
-      events: (snapshot) => {
-        const running = snapshot.context.running;
-        return [
+      input: { drainTimeoutMs: 100, releaseGraceMs: 100 },
+      events: () =>
+        [
           { type: "STOP" },
           { type: "FORCE" },
-          { type: "WAKE" },
-          ...(running > 0 ? [{ type: "JOBS_FINISHED", count: 1 }, { type: "SLOT_FREED" }] : []),
-          ...(running === 0 ? [{ type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 1, claimed: 1 } }] : []),
-          { type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 2, claimed: 0 } },
-          { type: "xstate.done.actor.0.supervisor.running.polling", output: { asked: 0, claimed: 0 } },
-          { type: "xstate.error.actor.0.supervisor.running.polling", error: new Error("claim failed") },
-          { type: "xstate.after.pollInterval.supervisor.running.waiting" },
+          { type: "JOBS_HELD", count: 0 },
+          { type: "xstate.done.actor.0.supervisor.endingPoll", output: { held: 1 } },
+          { type: "xstate.done.actor.0.supervisor.endingPoll", output: { held: 0 } },
           { type: "DRAIN_DEADLINE" },
           { type: "xstate.after.releaseGrace.supervisor.releasing" },
-        ] as never;
-      },
+        ] as never,
     });
     const reached = new Set(paths.map((p) => JSON.stringify(p.state.value)));
-    for (const state of ['{"running":"polling"}', '{"running":"waiting"}', '"draining"', '"releasing"', '"abandoning"', '"stopped"']) {
+    for (const state of ['"running"', '"endingPoll"', '"draining"', '"releasing"', '"abandoning"', '"stopped"']) {
       expect(reached, `no generated path reaches ${state}`).toContain(state);
     }
   });
@@ -98,8 +93,7 @@ describe("supervisor machine against the real runtime", () => {
       }
       return result;
     });
-    let wakes = 0;
-    const { inspect } = recorder();
+    const wake = vi.spyOn(PollLoop.prototype, "wake");
     try {
       const quick = defineTask({ name: "sv-woken-polling", handler: async () => "ok" });
       const { supervisor, outcomes, logs } = await startWorker({
@@ -107,17 +101,14 @@ describe("supervisor machine against the real runtime", () => {
         listenConnectionString: db.url,
         tasks: [quick],
         pollIntervalMs: 60_000,
-        inspect: (event: unknown) => {
-          inspect(event);
-          const e = event as { type: string; event?: { type?: string }; actorRef?: { logic?: { id?: string } } };
-          if (e.type === "@xstate.event" && e.event?.type === "WAKE" && e.actorRef?.logic?.id === "supervisor") wakes++;
-        },
+        ...recorder(),
       });
       await claimRead;
       await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 10_000 }).toBe(true);
-      const before = wakes;
+      const before = wake.mock.calls.length;
       const [job] = await enqueueJobs(db.pool, [{ type: "sv-woken-polling" }]);
-      await expect.poll(() => wakes, { timeout: 10_000 }).toBeGreaterThan(before);
+      // The NOTIFY has reached the poll loop while the claim that cannot see the job is in flight.
+      await expect.poll(() => wake.mock.calls.length, { timeout: 10_000 }).toBeGreaterThan(before);
       releaseClaim();
       await expect.poll(() => outcomes.find((o) => o.id === job!.id), { timeout: 10_000 }).toMatchObject({ outcome: "completed" });
       // The wake-up was spent on that poll: an idle worker then waits for its interval.
@@ -126,6 +117,7 @@ describe("supervisor machine against the real runtime", () => {
       expect(claims - claimsThen).toBeLessThanOrEqual(2);
       await supervisor.stop();
     } finally {
+      wake.mockRestore();
       releaseClaim();
       await end();
     }
@@ -259,9 +251,17 @@ describe("supervisor machine against the real runtime", () => {
     const second = await startWorker({ connectionString: db.url, tasks: [endless], drainTimeoutMs: 60_000, ...recorder() });
     await expect.poll(() => second.supervisor.stats().running, { timeout: 5_000 }).toBe(1);
     const stopping = second.supervisor.stop();
-    second.supervisor.force();
+    second.supervisor.force(); // before the last poll has ended: remembered
     await stopping;
     expect(second.outcomes.map((o) => o.outcome)).toEqual(["released"]);
+
+    const third = await startWorker({ connectionString: db.url, tasks: [endless], drainTimeoutMs: 60_000, ...recorder() });
+    await expect.poll(() => third.supervisor.stats().running, { timeout: 5_000 }).toBe(1);
+    const draining = third.supervisor.stop();
+    await expect.poll(() => third.logs.some((l) => l.msg.startsWith("draining")), { timeout: 5_000 }).toBe(true);
+    third.supervisor.force(); // while draining: at once
+    await draining;
+    expect(third.outcomes.map((o) => o.outcome)).toEqual(["released"]);
   });
 
   it("waits in the drain for a running job to finish", async () => {

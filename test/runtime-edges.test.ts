@@ -288,14 +288,13 @@ describe("bare machines", () => {
     expect(done.context.writeError).toBe('picket: the runtime did not provide the "writeFailure" actor');
   });
 
-  it("the supervisor machine without the runtime's poll reports the failure and waits", async () => {
-    const errors: unknown[] = [];
-    const machine = supervisorMachine.provide({ actions: { reportPollError: ({ event }) => void errors.push((event as { error?: unknown }).error) } });
-    const actor = createActor(machine, { input: { pollIntervalMs: 60_000, drainTimeoutMs: 1_000, releaseGraceMs: 1_000 } });
+  it("the supervisor machine without the runtime's actors runs until STOP, then fails for want of pollEnded", async () => {
+    const actor = createActor(supervisorMachine, { input: { drainTimeoutMs: 1_000, releaseGraceMs: 1_000 } });
+    const failed = new Promise<unknown>((resolve) => actor.subscribe({ error: resolve }));
     actor.start();
-    await waitFor(actor, (s) => s.matches({ running: "waiting" }), { timeout: 2_000 });
-    expect(errors).toEqual([new Error('picket: the runtime did not provide the "poll" actor')]);
-    actor.stop();
-    await sleep(0);
+    expect(actor.getSnapshot().value).toBe("running");
+    actor.send({ type: "STOP" });
+    expect(await failed).toEqual(new Error('picket: the runtime did not provide the "pollEnded" actor'));
+    expect(actor.getSnapshot().status).toBe("error");
   });
 });

@@ -4,8 +4,9 @@
 // end, LISTEN off, a health port already taken, the inspection hook, and fairness between tasks.
 import { createServer, type Server } from "node:net";
 import pg from "pg";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, onTestFinished, vi } from "vitest";
 import { claimJobs, enqueueJob, enqueueJobs, migrate } from "../src/db/index.ts";
+import { PollLoop } from "../src/runtime/poll-loop.ts";
 import { createSupervisor } from "../src/runtime/supervisor.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { interceptedPool, useTestDatabase, type Statement } from "./support/db.ts";
@@ -137,19 +138,17 @@ describe("stopping", () => {
     const late = defineTask({ name: "edge-late", handler: async () => undefined });
     let stopNow: () => void = () => undefined;
     let armed = false;
-    const { supervisor, outcomes, logs } = await startWorker({
-      connectionString: db.url,
-      tasks: [late],
-      pollIntervalMs: 60_000,
-      // stop() in the same turn as the machine enters `polling` for the NOTIFY below.
-      inspect: (event) => {
-        const e = event as { type: string; actorRef?: { logic?: { id?: string } }; snapshot?: { matches(value: unknown): boolean } };
-        if (armed && e.type === "@xstate.microstep" && e.actorRef?.logic?.id === "supervisor" && e.snapshot?.matches({ running: "polling" })) {
-          armed = false;
-          stopNow();
-        }
-      },
+    // stop() in the same turn as the NOTIFY below starts a poll, just before it does.
+    const wake = PollLoop.prototype.wake;
+    const spy = vi.spyOn(PollLoop.prototype, "wake").mockImplementation(function (this: PollLoop) {
+      if (armed) {
+        armed = false;
+        stopNow();
+      }
+      wake.call(this);
     });
+    onTestFinished(() => spy.mockRestore());
+    const { supervisor, outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [late], pollIntervalMs: 60_000 });
     await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 5_000 }).toBe(true);
     // And the first poll is over: under load it could still be in flight, and its claim could
     // read the table after the job below was committed and run it before any STOP.

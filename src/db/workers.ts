@@ -20,7 +20,7 @@ export interface WorkerBeat {
   version: string;
   startedAt: Date;
   concurrency: number;
-  /** The supervisor machine's state ("running.polling", "draining"). */
+  /** The supervisor machine's state ("running", "draining"). */
   state: string;
   jobs: HeldJobView[];
   running: number;

@@ -1,40 +1,29 @@
-// The supervisor's lifecycle as a pure XState machine: polling, the single drain, the deadline.
-// The runtime provides the poll (claim + dispatch, never awaiting the jobs it starts), the
-// background loops (lease renewal, sweep, retention, LISTEN) and the interruption of jobs.
-import { assign, fromCallback, fromPromise, not, raise, setup } from "xstate";
+// The supervisor's lifecycle as a pure XState machine: polling until STOP, the single drain, the
+// deadline. The runtime provides the poll loop (src/runtime/poll-loop.ts: claim, dispatch without
+// awaiting the jobs it starts, wait), the background loops (lease renewal, sweep, retention,
+// LISTEN) and the interruption of jobs.
+import { assign, fromCallback, fromPromise, raise, setup } from "xstate";
 
 export interface SupervisorInput {
-  pollIntervalMs: number;
   drainTimeoutMs: number;
   /** How long, after the drain deadline, releases and outcomes still being written may finish. */
   releaseGraceMs: number;
 }
 
-/** What one poll did: `asked` slots offered to the claim, `claimed` jobs started. */
-export interface PollOutput {
-  asked: number;
-  claimed: number;
+/** The poll in flight at STOP has ended: `held` job machines are alive (handlers and writes). */
+export interface PollEndedOutput {
+  held: number;
 }
 
 export interface SupervisorContext {
-  pollIntervalMs: number;
   drainTimeoutMs: number;
   releaseGraceMs: number;
-  /** Job machines started and not yet finished (a finished handler's write may be in flight). */
+  /** Job machines alive: handlers running and outcomes being written. Told from the drain on. */
   running: number;
-  /** STOP arrived while a poll was in flight: drain once the poll has finished. */
-  stopRequested: boolean;
-  /** FORCE arrived while a poll was in flight: skip the drain's grace period once it has finished. */
+  /** FORCE arrived while the last poll was ending: skip the drain's grace period once it has. */
   forceRequested: boolean;
-  /** The drain deadline passed while a poll was in flight: release at once once it has ended. */
+  /** The drain deadline passed while the last poll was ending: release at once once it has. */
   deadlinePassed: boolean;
-  /** The last poll filled every slot it offered (or had none): more work may be waiting. */
-  saturated: boolean;
-  /**
-   * A NOTIFY arrived while a poll was in flight: its claim may have read the table before the new
-   * job was committed, so the next poll starts as soon as this one ends.
-   */
-  woken: boolean;
 }
 
 export type SupervisorEvent =
@@ -42,16 +31,12 @@ export type SupervisorEvent =
   | { type: "STOP" }
   /** Skip the rest of the drain deadline: interrupt and release now (while releasing: give up the writes now). */
   | { type: "FORCE" }
-  /** Poll now: a NOTIFY arrived. */
-  | { type: "WAKE" }
-  /** A job's handler ended (its outcome may still be being written): its slot is free. */
-  | { type: "SLOT_FREED" }
   /**
-   * Job machines reached their final state: `count` of them since the last such event. Told once
-   * per turn of the event loop, not per job: a macrostep of this machine per job was a tenth of a
-   * busy worker's CPU.
+   * `count` job machines are alive now. Told at the end of a turn of the event loop in which jobs
+   * finished, once the drain has begun (only the drain reads it): a count, not a difference, so a
+   * count told late is never subtracted twice.
    */
-  | { type: "JOBS_FINISHED"; count: number }
+  | { type: "JOBS_HELD"; count: number }
   /** The drain's deadline: raised by the machine itself, drainTimeoutMs after the first STOP. */
   | { type: "DRAIN_DEADLINE" };
 
@@ -66,29 +51,23 @@ export const supervisorMachine = setup({
     input: {} as SupervisorInput,
   },
   actors: {
-    /** Claims what fits the free slots and starts a job machine per job, without awaiting them. */
-    poll: fromPromise<PollOutput, void>(notProvided("poll")),
+    /** Claims into free slots and waits, over and over, until stopped (it is, when `running` is left). */
+    pollLoop: fromCallback<SupervisorEvent>(() => () => undefined),
+    /** Resolves once the poll in flight at STOP, if any, has ended (its claims have reached their jobs). */
+    pollEnded: fromPromise<PollEndedOutput, void>(notProvided("pollEnded")),
     /** Lease renewal, reclaim sweep, retention and LISTEN: each in its own error boundary. */
     background: fromCallback<SupervisorEvent>(() => () => undefined),
   },
   guards: {
-    stopRequested: ({ context }) => context.stopRequested,
     forceRequested: ({ context }) => context.forceRequested,
     deadlinePassed: ({ context }) => context.deadlinePassed,
     idle: ({ context }) => context.running === 0,
-    saturated: ({ context }) => context.saturated,
-    woken: ({ context }) => context.woken,
-    // Every slot offered was filled: more is probably waiting. (With no free slot to offer, the
-    // next poll waits for a slot to free or a job to finish instead, or it would spin.)
-    pollFull: (_, output: PollOutput) => output.asked > 0 && output.claimed === output.asked,
   },
   delays: {
-    pollInterval: ({ context }) => context.pollIntervalMs,
     drainTimeout: ({ context }) => context.drainTimeoutMs,
     releaseGrace: ({ context }) => context.releaseGraceMs,
   },
   actions: {
-    requestStop: assign({ stopRequested: true }),
     // Counted from the STOP, not from the end of a poll in flight: a poll that hangs on the
     // database must not push the deadline back.
     startDrainClock: raise({ type: "DRAIN_DEADLINE" }, { delay: "drainTimeout" }),
@@ -96,18 +75,11 @@ export const supervisorMachine = setup({
     // Provided by the runtime: cancels the poll in flight (its claim's jobs are given back).
     abortPoll: () => undefined,
     requestForce: assign({ forceRequested: true }),
-    noteWake: assign({ woken: true }),
-    clearWake: assign({ woken: false }),
-    recordPoll: assign({
-      running: ({ context }, output: PollOutput) => context.running + output.claimed,
-      saturated: (_, output: PollOutput) => output.asked === 0 || output.claimed === output.asked,
-    }),
-    countFinished: assign({ running: ({ context, event }) => Math.max(0, context.running - (event.type === "JOBS_FINISHED" ? event.count : 0)) }),
+    countHeld: assign({ running: (_, held: number) => held }),
     // Provided by the runtime: the drain deadline reaches every running job machine.
     interruptJobs: () => undefined,
     // Provided by the runtime: every job machine still writing gives the write up.
     abandonJobs: () => undefined,
-    reportPollError: () => undefined,
     reportDraining: () => undefined,
     // Provided by the runtime: jobs claimed ahead of a slot are released unrun.
     releaseQueued: () => undefined,
@@ -115,70 +87,33 @@ export const supervisorMachine = setup({
 }).createMachine({
   id: "supervisor",
   context: ({ input }) => ({
-    pollIntervalMs: input.pollIntervalMs,
     drainTimeoutMs: input.drainTimeoutMs,
     releaseGraceMs: input.releaseGraceMs,
     running: 0,
-    stopRequested: false,
     forceRequested: false,
     deadlinePassed: false,
-    saturated: false,
-    woken: false,
   }),
   // The background loops live as long as the supervisor: leases must be renewed while draining.
   invoke: { src: "background" },
-  on: { JOBS_FINISHED: { actions: "countFinished" } },
+  on: { JOBS_HELD: { actions: { type: "countHeld", params: ({ event }) => event.count } } },
   initial: "running",
   states: {
     running: {
-      initial: "polling",
-      states: {
-        polling: {
-          entry: "clearWake",
-          invoke: {
-            src: "poll",
-            onDone: [
-              { guard: "stopRequested", target: "#supervisor.draining", actions: { type: "recordPoll", params: ({ event }) => event.output } },
-              // A NOTIFY during the poll: the job it announced may not have been visible to it.
-              { guard: "woken", target: "polling", reenter: true, actions: { type: "recordPoll", params: ({ event }) => event.output } },
-              // A full batch means more is waiting: claim again at once.
-              {
-                guard: { type: "pollFull", params: ({ event }) => event.output },
-                target: "polling",
-                reenter: true,
-                actions: { type: "recordPoll", params: ({ event }) => event.output },
-              },
-              { target: "waiting", actions: { type: "recordPoll", params: ({ event }) => event.output } },
-            ],
-            onError: [
-              { guard: "stopRequested", target: "#supervisor.draining", actions: "reportPollError" },
-              { target: "waiting", actions: "reportPollError" },
-            ],
-          },
-          // An in-flight poll is awaited, not raced (its claims must reach their machines), until
-          // the drain deadline: then it is cancelled, and the jobs its claim may have taken are
-          // given back.
-          on: {
-            STOP: { guard: not("stopRequested"), actions: ["requestStop", "startDrainClock"] },
-            FORCE: { actions: "requestForce" },
-            DRAIN_DEADLINE: { actions: ["passDeadline", "abortPoll"] },
-            WAKE: { actions: "noteWake" },
-          },
-        },
-        waiting: {
-          after: { pollInterval: { target: "polling" } },
-          on: {
-            WAKE: { target: "polling" },
-            STOP: { target: "#supervisor.draining", actions: "startDrainClock" },
-            // A slot freed while work was left behind: claim into it now, not at the next tick.
-            SLOT_FREED: { guard: "saturated", target: "polling" },
-            // So did a finished write, when writes in flight were what held the claim back.
-            JOBS_FINISHED: [
-              { guard: "saturated", target: "polling", actions: "countFinished" },
-              { actions: "countFinished" },
-            ],
-          },
-        },
+      invoke: { src: "pollLoop" },
+      on: { STOP: { target: "endingPoll", actions: "startDrainClock" } },
+    },
+    // An in-flight poll is awaited, not raced (its claims must reach their machines), until the
+    // drain deadline: then it is cancelled, and the jobs its claim may have taken are given back.
+    endingPoll: {
+      invoke: {
+        src: "pollEnded",
+        // It cannot fail (the runtime's loop catches every poll's failure): a failure would be a
+        // bug, and leaves the machine in error (stop() rejects) rather than draining on a wrong count.
+        onDone: { target: "draining", actions: { type: "countHeld", params: ({ event }) => event.output.held } },
+      },
+      on: {
+        FORCE: { actions: "requestForce" },
+        DRAIN_DEADLINE: { actions: ["passDeadline", "abortPoll"] },
       },
     },
     draining: {

@@ -31,7 +31,7 @@ import {
   type WorkerBeat,
 } from "../db/index.ts";
 import type { JobOutcome } from "../machines/job-machine.ts";
-import { supervisorMachine, type PollOutput } from "../machines/supervisor-machine.ts";
+import { supervisorMachine } from "../machines/supervisor-machine.ts";
 import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
 import type { HealthCheck, HealthReport } from "./health-server.ts";
 import { HeldJobs } from "./held-jobs.ts";
@@ -44,6 +44,7 @@ import { listenForJobs } from "./listener.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { loop } from "./loop.ts";
 import { WorkerMetrics } from "./metrics.ts";
+import { PollLoop, type PollOutput } from "./poll-loop.ts";
 import { watchEventLoop } from "./stall-watch.ts";
 import { PICKET_VERSION } from "./version.ts";
 import type { Task } from "./task.ts";
@@ -99,8 +100,8 @@ export class Supervisor {
   private actor: Actor<typeof supervisorMachine> | undefined;
   /** The claims this worker holds: slots, the local buffer, leases, outcomes counted. */
   private readonly held: HeldJobs;
-  /** Jobs finished that the machine has not been told of yet (see turnEnded). */
-  private unsentFinished = 0;
+  /** Claims and waits while the machine is `running`. */
+  private readonly pollLoop: PollLoop;
   /** Its completions per second since the last heartbeat, which reports them. */
   private readonly completionRate = new CompletionRate(performance.now());
   private readonly startedAt = new Date();
@@ -139,6 +140,11 @@ export class Supervisor {
       signal: this.lifetime.signal,
     };
     this.metrics = new WorkerMetrics(options.metrics);
+    this.pollLoop = new PollLoop({
+      intervalMs: this.config.pollIntervalMs,
+      poll: () => this.pollOnce(),
+      pollFailed: (error) => this.logger.error({ err: error }, "poll failed; polling again after the interval"),
+    });
     this.claimer = new Claimer({
       pool: () => this.pool!,
       config: this.config,
@@ -159,7 +165,7 @@ export class Supervisor {
         if (outcome === "completed") this.completionRate.completed(entry.job.type);
         // Its queue or its task's cluster limit has room now that the row has left processing:
         // claim again soon, here (another worker's probe may be a poll interval away).
-        if (this.claimer.ended(entry.job) && this.actor?.getSnapshot().status === "active") this.actor.send({ type: "WAKE" });
+        if (this.claimer.ended(entry.job)) this.pollLoop.wake();
         for (const listener of this.listeners) {
           try {
             listener({ job: entry.job, outcome, error, durationMs: Date.now() - entry.startedAt });
@@ -169,15 +175,12 @@ export class Supervisor {
         }
       },
       turnEnded: (finished, slotFreed) => {
-        this.unsentFinished += finished;
-        // While a poll is in flight, and no stop was asked for, neither event does anything but
-        // count jobs, a count only the drain reads: it waits for the next turn that can act on it.
-        // (Under steady load each job ended in a turn of its own, and a macrostep per turn was
-        // most of what a worker allocated per job.)
+        // Until the drain, room for the poll loop; from then, the count the drain waits on.
         const snapshot = this.actor?.getSnapshot();
-        if (snapshot?.status !== "active" || (snapshot.matches({ running: "polling" }) && !snapshot.context.stopRequested)) return;
-        this.sendFinished();
-        if (slotFreed) this.actor!.send({ type: "SLOT_FREED" });
+        if (snapshot?.status !== "active") return;
+        if (snapshot.value === "running") {
+          if (finished > 0 || slotFreed) this.pollLoop.roomMade();
+        } else if (finished > 0) this.actor!.send({ type: "JOBS_HELD", count: this.held.size });
       },
     });
   }
@@ -231,9 +234,17 @@ export class Supervisor {
     });
     const machine = supervisorMachine.provide({
       actors: {
-        poll: fromPromise(() => this.pollOnce()),
-        background: fromCallback(({ sendBack }) => {
-          const fiber = Effect.runFork(this.background((event) => sendBack(event)));
+        pollLoop: fromCallback(() => {
+          this.pollLoop.start();
+          return () => void this.pollLoop.stop();
+        }),
+        // Never fails: the loop's stop() does not, and the count is read once it has resolved.
+        pollEnded: fromPromise(async () => {
+          await this.pollLoop.stop();
+          return { held: this.held.size };
+        }),
+        background: fromCallback(() => {
+          const fiber = Effect.runFork(this.background());
           return () => void Effect.runFork(Fiber.interrupt(fiber));
         }),
       },
@@ -249,15 +260,13 @@ export class Supervisor {
           );
           for (const { actor } of this.held.values()) actor.send({ type: "ABANDON" });
         },
-        reportPollError: ({ event }) =>
-          this.logger.error({ err: (event as { error?: unknown }).error }, "poll failed; polling again after the interval"),
         reportDraining: () => this.logger.info({ running: this.held.size }, "draining: claiming stopped, waiting for running jobs"),
         releaseQueued: () => this.held.releaseWaiting(),
         abortPoll: () => this.pollAbort?.abort(),
       },
     });
     this.actor = createActor(machine, {
-      input: { pollIntervalMs: this.config.pollIntervalMs, drainTimeoutMs: this.config.drainTimeoutMs, releaseGraceMs: RELEASE_GRACE_MS },
+      input: { drainTimeoutMs: this.config.drainTimeoutMs, releaseGraceMs: RELEASE_GRACE_MS },
       ...(inspect ? { inspect } : {}),
     });
     this.actor.subscribe({ error: (error) => this.logger.fatal({ err: error }, "supervisor machine failed") });
@@ -347,8 +356,6 @@ export class Supervisor {
       await this.starting?.catch(() => undefined);
       const actor = this.actor;
       if (actor) {
-        // The drain's idle check reads the count of running jobs: it must be whole.
-        this.sendFinished();
         actor.send({ type: "STOP" });
         // force() may have been called before this drain reached the machine (an idle worker's
         // machine has already stopped: nothing to force).
@@ -484,8 +491,7 @@ export class Supervisor {
       const jobs = asked > 0 ? await this.claimer.claim(wants, asked, sentAt, signal) : [];
       const entries = this.held.claimed(jobs, sentAt);
       for (const entry of entries) this.leaseWatch.schedule(localDeadline(entry.confirmedAt, entry.job.leaseMs));
-      // Started after the supervisor machine has counted them (a job can finish synchronously).
-      setImmediate(() => entries.forEach((entry) => entry.actor.start()));
+      for (const entry of entries) entry.actor.start();
       return { asked, claimed: jobs.length };
     } finally {
       this.pollAbort = undefined;
@@ -495,7 +501,7 @@ export class Supervisor {
   }
 
   /** Lease renewal, the sweep, retention and LISTEN, each in its own error boundary. */
-  private background(send: (event: { type: "WAKE" }) => void): Effect.Effect<void> {
+  private background(): Effect.Effect<void> {
     const { config, logger } = this;
     const statements = this.statements;
     const pool = this.pool!;
@@ -548,7 +554,7 @@ export class Supervisor {
           onWake: (types, queued) => {
             if (!(types === "all" || types.some((t) => ours.has(t)))) return;
             this.claimer.announced(types, queued);
-            send({ type: "WAKE" });
+            this.pollLoop.wake();
           },
           onCancel: (claim) => this.held.cancelledClaim(claim),
           sendProbe: (id) => sendWakeProbe(pool, id, statements),
@@ -591,13 +597,6 @@ export class Supervisor {
       },
       catch: (error) => error,
     });
-  }
-
-  /** Tells the machine of the jobs finished since it was last told. */
-  private sendFinished(): void {
-    if (this.unsentFinished === 0 || this.actor?.getSnapshot().status !== "active") return;
-    this.actor.send({ type: "JOBS_FINISHED", count: this.unsentFinished });
-    this.unsentFinished = 0;
   }
 
   /** What the heartbeat row says of this worker now: its machine's state and the jobs it holds (a sample of HEARTBEAT_JOBS). */
