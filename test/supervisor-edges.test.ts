@@ -100,6 +100,15 @@ describe("stopping", () => {
     expect(logs.lines.map((l) => l.msg)).toEqual(["worker stopped"]);
   });
 
+  it("force() without a stop() cancels only the poll in flight: the polls after it claim and run jobs", async () => {
+    const task = defineTask({ name: "edge-force-running", handler: async () => undefined });
+    const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [task], pollIntervalMs: 50 });
+    supervisor.force();
+    await enqueueJobs(db.pool, [{ type: "edge-force-running" }, { type: "edge-force-running" }]);
+    await expect.poll(() => outcomes.length, { timeout: 10_000 }).toBe(2);
+    await supervisor.stop();
+  });
+
   it("resolves stop() on a supervisor that never started", async () => {
     const logs = captureLogs();
     const task = defineTask({ name: "edge-never", handler: async () => undefined });

@@ -119,8 +119,12 @@ export class Supervisor {
   private stopStallWatch: (() => void) | undefined;
   /** Aborted when the worker has stopped: every statement of its own still in flight is cancelled. */
   private readonly lifetime = new AbortController();
-  /** Aborted by force() or at the drain deadline: the poll in flight, so the drain does not wait for it. */
-  private pollAbort: AbortController | undefined;
+  /**
+   * Aborted by force() or at the drain deadline: the poll in flight, so the drain does not wait
+   * for it. Its signal serves every poll until then (a controller and AbortSignal.any per poll were
+   * garbage at every job's end, when each job's end is a poll).
+   */
+  private pollAbort: { controller: AbortController; signal: AbortSignal } | undefined;
   /** The health check's database probe in flight, shared by the checks that arrive meanwhile. */
   private databaseProbe: Promise<string | null> | undefined;
   /** The claim: fast and slow, what is due of the slow one, and claims whose reply never came. */
@@ -262,7 +266,7 @@ export class Supervisor {
         },
         reportDraining: () => this.logger.info({ running: this.held.size }, "draining: claiming stopped, waiting for running jobs"),
         releaseQueued: () => this.held.releaseWaiting(),
-        abortPoll: () => this.pollAbort?.abort(),
+        abortPoll: () => this.abortPoll(),
       },
     });
     this.actor = createActor(machine, {
@@ -394,7 +398,7 @@ export class Supervisor {
    */
   force(): void {
     this.forced = true;
-    this.pollAbort?.abort();
+    this.abortPoll();
     if (this.actor?.getSnapshot().status === "active") this.actor.send({ type: "FORCE" });
   }
 
@@ -471,8 +475,11 @@ export class Supervisor {
   private async pollOnce(): Promise<PollOutput> {
     this.pollStartedAt = Date.now();
     // Cancels the poll's statements at the drain deadline or a force().
-    this.pollAbort = new AbortController();
-    const signal = AbortSignal.any([this.lifetime.signal, this.pollAbort.signal]);
+    if (!this.pollAbort) {
+      const controller = new AbortController();
+      this.pollAbort = { controller, signal: AbortSignal.any([this.lifetime.signal, controller.signal]) };
+    }
+    const signal = this.pollAbort.signal;
     try {
       // One turn of the event loop first: the jobs the last poll started, and handlers ending now,
       // free their slots before we count them. Without it, slots freed while a claim is in flight
@@ -494,10 +501,15 @@ export class Supervisor {
       for (const entry of entries) entry.actor.start();
       return { asked, claimed: jobs.length };
     } finally {
-      this.pollAbort = undefined;
       this.pollStartedAt = null;
       this.lastPollAt = Date.now();
     }
+  }
+
+  /** Cancels the poll in flight, if any; the next poll gets a signal of its own. */
+  private abortPoll(): void {
+    this.pollAbort?.controller.abort();
+    this.pollAbort = undefined;
   }
 
   /** Lease renewal, the sweep, retention and LISTEN, each in its own error boundary. */
