@@ -178,13 +178,13 @@ export class Supervisor {
           }
         }
       },
-      turnEnded: (finished, slotFreed) => {
-        // Until the drain, room for the poll loop; from then, the count the drain waits on.
+      // A turn in which slots freed or jobs finished: until the drain, room for the poll loop; from
+      // then, the count the drain waits on.
+      turnEnded: (finished) => {
         const snapshot = this.actor?.getSnapshot();
         if (snapshot?.status !== "active") return;
-        if (snapshot.value === "running") {
-          if (finished > 0 || slotFreed) this.pollLoop.roomMade();
-        } else if (finished > 0) this.actor!.send({ type: "JOBS_HELD", count: this.held.size });
+        if (snapshot.value === "running") this.pollLoop.roomMade();
+        else if (finished > 0) this.actor!.send({ type: "JOBS_HELD", count: this.held.size });
       },
     });
   }
