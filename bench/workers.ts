@@ -11,7 +11,8 @@
 // (bench/lib/costs.ts, from the insert's return to the workers stopped). During the window the
 // sessions waiting on the slow claim's advisory lock are counted every 10 ms (pg_stat_activity):
 // their mean is how many workers stood waiting on it at any moment.
-// Usage: node bench/workers.ts --url <database url> --jobs 50000 --workers 8 [--concurrency 10] [--mixed] [--analyze]
+// Before the window, a warm-up batch (--warmup, default a tenth of --jobs) is drained the same way.
+// Usage: node bench/workers.ts --url <database url> --jobs 50000 --workers 8 [--concurrency 10] [--mixed] [--analyze] [--warmup N]
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -29,11 +30,13 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "10" },
     mixed: { type: "boolean", default: false },
     analyze: { type: "boolean", default: false },
+    warmup: { type: "string" },
   },
 });
 const url = values.url!;
 const jobs = Number(values.jobs);
 const workers = Number(values.workers);
+const warmup = values.warmup === undefined ? Math.ceil(jobs / 10) : Number(values.warmup);
 const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
 const tasks = fileURLToPath(new URL("./workers-tasks.ts", import.meta.url));
 
@@ -78,6 +81,21 @@ if (values.analyze) {
 }
 
 const meter = await openMeter(url);
+// Whether any job is left, through the partial indexes that hold exactly the pending and the
+// processing rows. (A count of them was a scan of the whole table every 10 ms, a third of a core
+// on this server's two: the benchmark's own load, beside the drain it measured.)
+await meter.query("SET enable_seqscan = off");
+const anyLeft = `(EXISTS (SELECT 1 FROM picket.jobs WHERE status = 'pending' AND queue IS NULL)
+                  OR EXISTS (SELECT 1 FROM picket.jobs WHERE status = 'pending' AND queue IS NOT NULL)
+                  OR EXISTS (SELECT 1 FROM picket.jobs WHERE lock_until IS NOT NULL))::int`;
+// A warm-up batch before the window, as long-running workers are warm: each worker's connections
+// have planned their statements (the slow claim's PL/pgSQL function alone took 4 ms on a
+// connection's first call against 0.5 ms after; 32 workers hold about 200 connections) and V8 has
+// compiled the job path. Without it, most of 32 workers' extra cost per job was that start-up.
+if (warmup > 0) {
+  await meter.query(insert, [warmup, values.mixed]);
+  while ((await meter.query(`SELECT ${anyLeft} AS n`)).rows[0].n !== 0) await new Promise((r) => setTimeout(r, 50));
+}
 await meter.query(insert, [jobs, values.mixed]);
 await meter.start({ othersConnected: true });
 const startTicks = workerTicks();
@@ -87,7 +105,7 @@ let waiting = 0;
 let end: { t: Date };
 for (;;) {
   const { rows } = await meter.query(
-    `SELECT (SELECT count(*)::int FROM picket.jobs WHERE status IN ('pending', 'processing')) AS n,
+    `SELECT ${anyLeft} AS n,
             (SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()) AS waiting,
             clock_timestamp() AS t`,
   );
