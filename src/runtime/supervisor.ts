@@ -1,30 +1,23 @@
-// The supervisor: owns the pool, the LISTEN connection, the poll, lease renewal, the sweep,
-// retention and the drain. Its lifecycle is the supervisor machine; each job is a job machine.
+// The supervisor: owns the pool and composes the worker's parts under the supervisor machine, which
+// is its lifecycle: the poll loop (poll-loop.ts) and its claims (claimer.ts), the held jobs
+// (held-jobs.ts, a job machine each), the background loops (background.ts: lease renewal, the sweep,
+// retention, schedules, heartbeat, LISTEN), the health endpoint (health-endpoint.ts) and the drain.
 import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
-import type { Server } from "node:http";
 import * as Effect from "effect/Effect";
 import * as Fiber from "effect/Fiber";
 import pg from "pg";
 import { createActor, fromCallback, fromPromise, waitFor, type Actor, type AnyActorRef } from "xstate";
 import {
-  deleteFinishedJobs,
   describeConnection,
   endPool,
   migrate,
-  InvalidConfigError,
   openPool,
   PicketError,
   requirePicketSchema,
-  beat,
   probeConnection,
   queueDepth,
   removeWorker,
-  renewLeases,
-  runSchedules,
-  sendWakeProbe,
-  syncTaskSchedules,
-  sweepExpiredClaims,
   type ClaimedJob,
   type HeldJobView,
   type StatementOptions,
@@ -33,16 +26,16 @@ import {
 import type { JobOutcome } from "../machines/job-machine.ts";
 import { supervisorMachine } from "../machines/supervisor-machine.ts";
 import { resolveConfig, type ResolvedConfig, type SupervisorOptions } from "./config.ts";
-import type { HealthCheck, HealthReport } from "./health-server.ts";
+import { HealthEndpoint, healthReport } from "./health-endpoint.ts";
+import type { HealthReport } from "./health-server.ts";
 import { HeldJobs } from "./held-jobs.ts";
+import { backgroundLoops } from "./background.ts";
 import { Claimer } from "./claimer.ts";
 import { CompletionRate } from "./completion-rate.ts";
 import { createJobRuntime, type JobRuntime } from "./job-runtime.ts";
 import { inspectorFor, parentFor } from "./inspection.ts";
 import { LeaseWatch, localDeadline } from "./lease-watch.ts";
-import { listenForJobs } from "./listener.ts";
 import { createLogger, type Logger } from "./logger.ts";
-import { loop } from "./loop.ts";
 import { WorkerMetrics } from "./metrics.ts";
 import { PollLoop, type PollOutput } from "./poll-loop.ts";
 import { watchEventLoop } from "./stall-watch.ts";
@@ -62,7 +55,6 @@ const STOP_STEP_MS = 250;
 /** The health check's own connection must answer within this. */
 const HEALTH_PROBE_MS = 2_000;
 
-/** The event loop is sampled this often; a blocked loop is reported once it held up a tick by STALL_MIN_MS. */
 // The jobs a heartbeat row lists at most (it counts them all): enough for a dashboard to draw,
 // bounded for a worker holding thousands.
 const HEARTBEAT_JOBS = 100;
@@ -71,6 +63,7 @@ const HEARTBEAT_JOBS = 100;
 const stateText = (value: unknown): string =>
   typeof value === "string" ? value : typeof value === "object" && value !== null ? Object.entries(value).map(([k, v]) => `${k}.${stateText(v)}`).join(",") : "starting";
 
+/** The event loop is sampled this often; a blocked loop is reported once it held up a tick by STALL_MIN_MS. */
 const STALL_TICK_MS = 100;
 const STALL_MIN_MS = 50;
 
@@ -113,8 +106,7 @@ export class Supervisor {
   private starting: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
   private forced = false;
-  private healthFiber: Fiber.Fiber<never, unknown> | undefined;
-  private healthServer: Server | undefined;
+  private readonly healthEndpoint = new HealthEndpoint();
   private readonly leaseWatch = new LeaseWatch(() => this.held.interruptExpired(performance.now()));
   private stopStallWatch: (() => void) | undefined;
   /** Aborted when the worker has stopped: every statement of its own still in flight is cancelled. */
@@ -281,53 +273,18 @@ export class Supervisor {
     this.logger.info({ tasks: [...this.tasks.keys()], concurrency: this.config.concurrency }, "worker started");
   }
 
-  /**
-   * Starts the health server and waits until it listens. An orchestrator probing a port nobody
-   * listens on restarts the worker forever, or, without probes, a dead health server goes
-   * unnoticed: so a port that is taken (or not allowed) fails start(), naming it, after closing
-   * what start() opened. Should the server fail later, the worker runs on and logs it.
-   */
+  /** Starts the health endpoint; when it cannot listen, start() fails with nothing left open. */
   private async startHealth(health: { port: number; host: string }): Promise<void> {
-    // Loaded only when asked for: the HTTP server and its Effect modules are a sizeable part of a
-    // worker's memory (docs/benchmarks.md).
-    const { startHealthServer } = await import("./health-server.ts");
-    let failed: (error: unknown) => void = () => undefined;
-    const listening = new Promise<void>((resolve, reject) => {
-      failed = reject;
-      this.healthFiber = Effect.runFork(
-        startHealthServer(health, () => this.health(), this.metrics.registry, this.logger, (server) => {
-          this.healthServer = server;
-          server.once("listening", () => resolve());
-          server.once("error", reject);
-        }).pipe(
-          Effect.tapCause((cause) =>
-            Effect.sync(() => {
-              failed(cause);
-              this.logger.error({ cause: String(cause), port: health.port }, "health server failed; the worker runs on without it");
-            }),
-          ),
-        ),
-      );
-    });
     try {
-      await listening;
+      await this.healthEndpoint.start(health, () => this.health(), this.metrics.registry, this.logger);
     } catch (error) {
-      const fiber = this.healthFiber!;
-      this.healthFiber = undefined;
-      this.healthServer = undefined;
       this.actor = undefined; // never started: stop() has no machine to drain
-      await Effect.runPromise(Fiber.interrupt(fiber));
       if (this.pool && !this.options.pool) {
         const pool = this.pool;
         this.pool = undefined;
         await pool.end().catch(() => undefined);
       }
-      const reason = (error as { code?: string }).code ?? (error instanceof Error ? error.message : "it could not listen");
-      throw new InvalidConfigError(
-        `picket: the health server cannot listen on ${health.host}:${health.port} (${reason}): ` +
-          (reason === "EADDRINUSE" ? "another process holds that port: choose another health port, or stop that process." : "choose another health port."),
-        { cause: error },
-      );
+      throw error;
     }
   }
 
@@ -368,9 +325,7 @@ export class Supervisor {
       }
       this.leaseWatch.stop();
       this.stopStallWatch?.();
-      // Open connections first: a probe that keeps its request half-sent would hold the close.
-      this.healthServer?.closeAllConnections();
-      if (this.healthFiber) await Effect.runPromise(Fiber.interrupt(this.healthFiber));
+      await this.healthEndpoint.stop();
       // The last steps share one budget: a database that did not answer within it is not waited
       // on again, so they add STOP_STEP_MS to the drain at most, not once per step.
       const lastStepsEnd = performance.now() + STOP_STEP_MS;
@@ -419,33 +374,20 @@ export class Supervisor {
     };
   }
 
-  /**
-   * The health report: unhealthy when the database does not answer a connection of the report's
-   * own, when the poll loop is stuck, or when a claim's lease has gone unconfirmed for longer than
-   * a lease. Each check says why.
-   */
+  /** The health report (health-endpoint.ts): the database, the poll loop and the leases, each saying why. */
   async health(): Promise<HealthReport> {
-    const health = this.config.health;
-    const stalePollMs = health ? health.stalePollMs : 30_000;
-    const now = Date.now();
     const stats = this.stats();
-    const poll: HealthCheck =
-      this.pollStartedAt !== null && now - this.pollStartedAt > stalePollMs
-        ? { ok: false, reason: `a poll has been running for ${now - this.pollStartedAt} ms (threshold ${stalePollMs} ms)` }
-        : this.stopping === undefined && this.lastPollAt !== null && now - this.lastPollAt > stalePollMs + this.config.pollIntervalMs
-          ? { ok: false, reason: `no poll for ${now - this.lastPollAt} ms (threshold ${stalePollMs + this.config.pollIntervalMs} ms)` }
-          : { ok: true };
-    const unreachable = this.pool === undefined ? "not started" : await this.probeDatabase();
-    const database: HealthCheck = unreachable === null ? { ok: true } : { ok: false, reason: `the database does not answer: ${unreachable}` };
-    const leases = this.held.leaseHealth(performance.now());
-    return {
-      healthy: database.ok && poll.ok && leases.ok,
-      ready: !stats.draining,
+    return healthReport({
+      now: Date.now(),
+      stalePollMs: this.config.health ? this.config.health.stalePollMs : 30_000,
+      pollIntervalMs: this.config.pollIntervalMs,
+      pollStartedAt: this.pollStartedAt,
+      lastPollAt: this.lastPollAt,
       draining: stats.draining,
-      lastPollAt: stats.lastPollAt?.toISOString() ?? null,
       inFlight: stats.runningByTask,
-      checks: { database, poll, leases },
-    };
+      unreachable: this.pool === undefined ? "not started" : await this.probeDatabase(),
+      leases: this.held.leaseHealth(performance.now()),
+    });
   }
 
   /**
@@ -512,102 +454,28 @@ export class Supervisor {
     this.pollAbort = undefined;
   }
 
-  /** Lease renewal, the sweep, retention and LISTEN, each in its own error boundary. */
+  /** The background loops (background.ts), wired to this worker. */
   private background(): Effect.Effect<void> {
-    const { config, logger } = this;
-    const statements = this.statements;
-    const pool = this.pool!;
-    // Failures keep their real cause (pg's message and code), for the loop's log line.
-    const attempt = <A>(run: () => Promise<A>) => Effect.tryPromise({ try: run, catch: (error) => error });
-    const renew = attempt(() => this.renewOnce()).pipe(
-      Effect.tapError((error) => Effect.sync(() => this.held.renewalFailed(error))),
-    );
-    const heldJobs = this.held;
-    const metrics = this.metrics;
-    const sweep = Effect.gen(function* () {
-      // Never the claims this worker holds: their outcome is on its way, and the fence decides.
-      // (A claim refused for having no token has none to name.)
-      const held = [...heldJobs.values()].map(({ job }) => job.claimToken).filter((token) => typeof token === "string");
-      const swept = yield* attempt(() => metrics.timed("sweep", () => sweepExpiredClaims(pool, config.sweepBatchSize, { ...statements, held })));
-      if (swept.length === 0) return;
-      logger.info(
-        {
-          requeued: swept.filter((s) => s.status === "pending").length,
-          dead: swept.filter((s) => s.status === "dead").length,
-          lost: swept.map((s) => ({ job_id: s.id, claim_token: s.lostToken, locked_by: s.lostBy })),
+    const direct = this.options.listenConnectionString;
+    const listenTo = direct ?? this.options.connectionString;
+    return backgroundLoops({
+      pool: this.pool!,
+      config: this.config,
+      statements: this.statements,
+      logger: this.logger,
+      metrics: this.metrics,
+      held: this.held,
+      tasks: this.tasks,
+      stopping: () => this.stopping !== undefined,
+      heartbeat: () => this.heartbeat(),
+      listen: {
+        connection: this.connectionConfig(direct),
+        where: listenTo ? describeConnection(listenTo) : "the pool's server",
+        wake: (types, queued) => {
+          this.claimer.announced(types, queued);
+          this.pollLoop.wake();
         },
-        "sweep reclaimed jobs whose lease expired",
-      );
-    });
-    const loops: Effect.Effect<never>[] = [
-      loop("lease renewal", config.renewIntervalMs, renew, logger),
-      loop("sweep", config.sweepIntervalMs, sweep, logger),
-    ];
-    if (config.retention) {
-      const { olderThanMs, batchSize, intervalMs } = config.retention;
-      const retention = Effect.gen(function* () {
-        let deleted = 0;
-        for (let n = batchSize; n === batchSize; deleted += n) {
-          n = yield* attempt(() => deleteFinishedJobs(pool, { olderThanMs, batchSize }, statements));
-        }
-        if (deleted > 0) logger.info({ deleted }, "retention deleted old finished jobs");
-      });
-      loops.push(loop("retention", intervalMs, retention, logger));
-    }
-    if (config.schedules) loops.push(loop("scheduler", config.schedules.intervalMs, this.scheduleOnce(config.schedules.graceMs, config.schedules.now), logger));
-    loops.push(loop("heartbeat", config.heartbeatIntervalMs, attempt(() => beat(pool, this.heartbeat(), statements)), logger));
-    if (config.listen) {
-      const ours = new Set(this.tasks.keys());
-      const direct = this.options.listenConnectionString;
-      loops.push(
-        listenForJobs({
-          connection: this.connectionConfig(direct),
-          schema: config.schema,
-          onWake: (types, queued) => {
-            if (!(types === "all" || types.some((t) => ours.has(t)))) return;
-            this.claimer.announced(types, queued);
-            this.pollLoop.wake();
-          },
-          onCancel: (claim) => this.held.cancelledClaim(claim),
-          sendProbe: (id) => sendWakeProbe(pool, id, statements),
-          where: direct ? describeConnection(direct) : this.options.connectionString ? describeConnection(this.options.connectionString) : "the pool's server",
-          logger,
-        }),
-      );
-    }
-    return Effect.all(loops, { concurrency: "unbounded", discard: true });
-  }
-
-  /**
-   * One round of the scheduler: at the first round that reaches the database, the schedules the
-   * worker's tasks declare are written (and a task's dropped declaration removed); then every due
-   * tick of their schedules is fired, by the database's clock. Nothing once the drain has begun.
-   */
-  private scheduleOnce(graceMs: number, now: (() => Date) | undefined): Effect.Effect<void, unknown> {
-    const { logger, statements } = this;
-    const pool = this.pool!;
-    const tasks = [...this.tasks.values()];
-    const fireFor = tasks.map((t) => ({ name: t.name, maxAttempts: t.maxAttempts }));
-    let synced = false;
-    const stopping = () => this.stopping !== undefined;
-    return Effect.tryPromise({
-      try: async () => {
-        if (stopping()) return;
-        if (!synced) {
-          const { removed } = await syncTaskSchedules(pool, tasks.map((t) => ({ name: t.name, schedule: t.schedule })), statements);
-          synced = true;
-          if (removed.length > 0) logger.info({ schedules: removed }, "removed schedules their tasks no longer declare");
-        }
-        if (stopping()) return;
-        const { fired, failed } = await runSchedules(pool, { ...statements, tasks: fireFor, graceMs, ...(now ? { at: now() } : {}) });
-        for (const f of fired) {
-          if (!f.advanced) continue;
-          if (f.ticks.length > 0) logger.debug({ schedule: f.schedule, task: f.task, ticks: f.ticks, jobs: f.jobs }, "schedule fired");
-          if (f.skipped) logger.info({ schedule: f.schedule, task: f.task, ran: f.ticks }, "schedule missed ticks while no worker ran it; its missed policy dropped some");
-        }
-        for (const { schedule, error } of failed) logger.error({ err: error, schedule }, "schedule could not be fired; trying again next round");
       },
-      catch: (error) => error,
     });
   }
 
@@ -634,19 +502,6 @@ export class Supervisor {
       tasks: [...this.tasks.keys()],
       completedPerSecond: this.completionRate.take(performance.now()),
     };
-  }
-
-  /**
-   * One renewal round: every claim this worker holds, in one statement (none when it holds none).
-   * What the round found is HeldJobs' to judge (HeldJobs.renewed).
-   */
-  private async renewOnce(): Promise<void> {
-    const live = [...this.held.values()];
-    const sentAt = performance.now();
-    const claims = live.map(({ job }) => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs }));
-    // No claims, no statement, and no statement's time to count.
-    const results = claims.length === 0 ? [] : await this.metrics.timed("renew", () => renewLeases(this.pool!, claims, this.statements));
-    this.held.renewed(live, results, sentAt);
   }
 }
 
