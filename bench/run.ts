@@ -282,7 +282,7 @@ for (const mixed of [false, true]) {
 const workersTable =
   workerLines.length > 2
     ? `
-Many workers against one server (\`bench/workers.ts\`: CLI worker processes at concurrency 10, started and registered before the jobs are inserted in one statement; worker CPU is the sum over the processes; the last column is the mean number of sessions waiting on the slow claim's advisory lock, sampled every 10 ms):
+Many workers against one server (\`bench/workers.ts\`: CLI worker processes at concurrency 10, started and registered, then a warm-up batch of a tenth of the jobs drained, before the jobs are inserted in one statement; the end found by probing the partial indexes; worker CPU is the sum over the processes; the last column is the mean number of sessions waiting on the slow claim's advisory lock, sampled every 10 ms):
 
 ${workerLines.join("\n")}
 `
