@@ -16,7 +16,7 @@ import { isAlive } from "../src/db/process-alive.ts";
 import { picket, type Run } from "./support/cli.ts";
 
 const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
-const URL_LINE = /^postgres:\/\/postgres:picket@127\.0\.0\.1:\d+\/postgres\n$/;
+const URL_LINE = /^postgres:\/\/postgres:[A-Za-z0-9_-]{32}@127\.0\.0\.1:\d+\/postgres\n$/;
 
 /** The user the embedded server runs as: `postgres` when the tests run as root, else this one. */
 const serverUser = async (): Promise<{ uid: number; gid: number } | Record<string, never>> => {
@@ -195,8 +195,8 @@ describe("a server a worker started for itself", () => {
     const { run, worker, dataDir } = await project();
     const { handle, running } = worker();
     await expect.poll(() => handle.output(), { timeout: 60_000, interval: 100 }).toContain("worker started");
-    expect(handle.output()).toContain("started the embedded PostgreSQL in .picket/pgdata for this worker at postgres://postgres:picket@127.0.0.1:");
     const server = findEmbeddedPostgres(dataDir)!;
+    expect(handle.output()).toContain(`started the embedded PostgreSQL in .picket/pgdata for this worker at ${server.url}`);
     expect(server).toMatchObject({ kept: false, ownerPid: handle.pid });
 
     const stats = await run("stats", "--json");

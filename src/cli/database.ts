@@ -54,7 +54,9 @@ export const resolveDatabase = async (
  */
 export const withStartLock = async <T>(fn: () => Promise<T>): Promise<T> => {
   const lock = path.join(path.dirname(LOCAL_DATA_DIR), "start.lock");
-  await mkdir(path.dirname(lock), { recursive: true });
+  // .picket is private when picket makes it (as root, the postgres user must pass through it to
+  // the data folder; the data folder itself is private either way).
+  await mkdir(path.dirname(lock), { recursive: true, mode: process.getuid?.() === 0 ? 0o755 : 0o700 });
   const deadline = Date.now() + 120_000;
   for (;;) {
     try {

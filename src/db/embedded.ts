@@ -5,7 +5,7 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync, statSync } from "node:fs";
-import { chown, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chown, lstat, mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, platform, tmpdir } from "node:os";
 import path from "node:path";
@@ -39,12 +39,41 @@ export interface EmbeddedPostgres {
 }
 
 const USER = "postgres";
-/** Every embedded server's password: it listens on loopback only, for local development and tests. */
-const PASSWORD = "picket";
 const OWNER_FILE = "picket-owner.json";
 const SERVER_LOG = "picket-server.log";
 
-const urlFor = (port: number): string => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
+/**
+ * Each data folder's own superuser password, drawn when the folder is made and kept in this file
+ * inside it (0600, in the data folder PostgreSQL keeps at 0700). The server listens on 127.0.0.1,
+ * which every local account can reach: with one password for every embedded server, any of them
+ * could log in as superuser and run programs as the server's OS user (`COPY ... FROM PROGRAM`).
+ */
+const PASSWORD_FILE = "picket-password";
+/**
+ * The password every data folder had before each got its own. A folder without a password file
+ * gets one at its next start (resetPassword); a server still running from before is reached with this.
+ */
+const SHARED_OLD_PASSWORD = "picket";
+
+const drawPassword = (): string => randomBytes(24).toString("base64url");
+
+/** The data folder's password, or undefined when it has no password file (made before they had one). */
+const readPassword = (dataDir: string): string | undefined => {
+  try {
+    return readFileSync(path.join(dataDir, PASSWORD_FILE), "utf8").trim() || undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/** Written whole or not at all (a rename), readable by its owner only. */
+const writePasswordFile = async (dataDir: string, password: string): Promise<void> => {
+  const draft = path.join(dataDir, `${PASSWORD_FILE}.${randomBytes(4).toString("hex")}`);
+  await writeFile(draft, `${password}\n`, { mode: 0o600, flag: "wx" });
+  await rename(draft, path.join(dataDir, PASSWORD_FILE));
+};
+
+const urlFor = (port: number, password: string): string => `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
 
 interface Binaries {
   initdb: string;
@@ -162,7 +191,7 @@ export const findEmbeddedPostgres = (dataDir: string): RunningEmbeddedPostgres |
   if (!isPostmaster(owner.serverPid) || lockFilePid(dir) !== owner.serverPid) return undefined;
   const kept = owner.kept === true;
   return {
-    url: urlFor(owner.port),
+    url: urlFor(owner.port, readPassword(dir) ?? SHARED_OLD_PASSWORD),
     port: owner.port,
     dataDir: dir,
     serverPid: owner.serverPid,
@@ -208,7 +237,7 @@ const claimDataDir = async (dataDir: string): Promise<void> => {
     if (kept || (owner.ownerPid !== process.pid && isAlive(owner.ownerPid))) {
       throw new PicketError(
         `picket: an embedded PostgreSQL is already running in ${dataDir} (${kept ? "started by `picket db start`" : `started by process ${owner.ownerPid}`}` +
-          `${owner.port !== undefined ? `, ${urlFor(owner.port)}` : ""}): connect to it rather than start another` +
+          `${owner.port !== undefined ? `, ${urlFor(owner.port, readPassword(dataDir) ?? SHARED_OLD_PASSWORD)}` : ""}): connect to it rather than start another` +
           `${kept ? ", or stop it with `picket db stop`" : ""}.`,
       );
     }
@@ -263,10 +292,44 @@ const waitUntilReadyInLog = (child: ChildProcess, file: string, from: number): P
  * inside a private folder (/root/app, a 0700 temp dir) cannot give it that without loosening the
  * folder's permissions, so the data then lives in /var/tmp under a name derived from the path.
  */
-const reachableDataDir = async (dataDir: string): Promise<string> => {
+const reachableDataDir = async (dataDir: string, owner: { uid: number; gid: number }): Promise<string> => {
   const fallback = embeddedDataDir(dataDir);
-  if (fallback !== dataDir) process.stderr.write(`picket: ${dataDir} is not reachable by the postgres user; keeping the embedded database in ${fallback}\n`);
+  if (fallback === dataDir) return dataDir;
+  process.stderr.write(`picket: ${dataDir} is not reachable by the postgres user; keeping the embedded database in ${fallback}\n`);
+  await claimFallbackDir(fallback, owner);
   return fallback;
+};
+
+/**
+ * The /var/tmp folder's name is predictable, and root later chowns it (chown follows symbolic
+ * links): another local account could have put a link there to a folder of root's, or a folder
+ * of its own to read the data from. So it is used only as a real folder owned by root or the
+ * server's user and writable by no one else, and made here (0700) when it does not exist. /var/tmp
+ * is sticky, so nobody else can swap the entry afterwards.
+ */
+const claimFallbackDir = async (dir: string, owner: { uid: number; gid: number }): Promise<void> => {
+  const refuse = (what: string) =>
+    new PicketError(
+      `picket: ${dir} ${what}, so it cannot hold the embedded database safely: remove it (after checking what it is), ` +
+        "or run picket from a folder the postgres user can reach, or set DATABASE_URL.",
+    );
+  let found;
+  try {
+    found = await lstat(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+    try {
+      await mkdir(dir, { mode: 0o700 });
+    } catch (made) {
+      if ((made as NodeJS.ErrnoException).code === "EEXIST") throw refuse("appeared while picket was creating it");
+      throw made;
+    }
+    return;
+  }
+  if (found.isSymbolicLink()) throw refuse("is a symbolic link");
+  if (!found.isDirectory()) throw refuse("is not a folder");
+  if (found.uid !== 0 && found.uid !== owner.uid) throw refuse(`belongs to another user (uid ${found.uid})`);
+  if ((found.mode & 0o022) !== 0) throw refuse("is writable by other users");
 };
 
 /** Where the server's data for dataDir really lives (see reachableDataDir): the folder itself, unless run as root. */
@@ -286,6 +349,36 @@ export const embeddedDataDir = (dataDir: string): string => {
   return path.join("/var/tmp", `picket-pgdata-${createHash("sha1").update(path.resolve(dataDir)).digest("hex").slice(0, 12)}`);
 };
 
+/**
+ * Gives a data folder without a password file (made before each had its own, or whose start was
+ * killed between initdb and writing the file) a new password, with the server down: PostgreSQL's
+ * single-user mode takes no connections, so the old password is never needed nor usable meanwhile.
+ * The password goes to the backend on stdin, never on a command line.
+ */
+const resetPassword = async (bin: Binaries, dataDir: string, owner: { uid: number; gid: number } | undefined): Promise<string> => {
+  const password = drawPassword();
+  const out: string[] = [];
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const child = spawn(bin.postgres, ["--single", "-D", dataDir, "postgres"], {
+      ...owner,
+      stdio: ["pipe", "pipe", "pipe"],
+      env: { ...process.env, LC_MESSAGES: "C" },
+    });
+    child.stdout.on("data", (c: Buffer) => out.push(c.toString()));
+    child.stderr.on("data", (c: Buffer) => out.push(c.toString()));
+    child.on("error", reject);
+    child.on("exit", resolve);
+    child.stdin.end(`ALTER ROLE ${USER} PASSWORD '${password}';\n`);
+  });
+  const output = out.join("");
+  if (code !== 0 || /\b(ERROR|FATAL):/.test(output)) {
+    throw new PicketError(`picket: could not give the embedded PostgreSQL in ${dataDir} a password of its own (single-user mode, code ${code}):\n${output.trim()}`);
+  }
+  await writePasswordFile(dataDir, password);
+  process.stderr.write(`picket: the embedded PostgreSQL in ${dataDir} now has a password of its own (kept in ${path.join(dataDir, PASSWORD_FILE)}); it had the one every embedded server shared\n`);
+  return password;
+};
+
 /** Starts a PostgreSQL server on a free loopback port; initialises the data folder if needed. */
 export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions = {}): Promise<EmbeddedPostgres> => {
   const bin = await binaries();
@@ -295,7 +388,7 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions = {
     options.dataDir === undefined
       ? path.join(await mkdtemp(path.join(tmpdir(), "picket-pg-")), "data")
       : owner
-        ? await reachableDataDir(options.dataDir)
+        ? await reachableDataDir(options.dataDir, owner)
         : options.dataDir;
   try {
     return await startIn(bin, dataDir, temporary, owner, options);
@@ -314,19 +407,23 @@ const startIn = async (
   owner: Awaited<ReturnType<typeof serverUser>>,
   options: EmbeddedPostgresOptions,
 ): Promise<EmbeddedPostgres> => {
-  const password = PASSWORD;
   if (options.keep && temporary) throw new PicketError("picket: keep needs a dataDir: a temporary server is removed with the process that started it.");
+  let password: string;
   if (!existsSync(path.join(dataDir, "PG_VERSION"))) {
-    await mkdir(dataDir, { recursive: true });
+    // Folders picket makes are private (as root, the postgres user must pass through them).
+    await mkdir(dataDir, { recursive: true, mode: owner ? 0o755 : 0o700 });
     if (owner) {
       // The server runs as `postgres`: it needs to own its folder and, for a temporary one, the
       // private (0700) folder around it.
       if (temporary) await chown(path.dirname(dataDir), owner.uid, owner.gid);
       await chown(dataDir, owner.uid, owner.gid);
     }
+    password = drawPassword();
+    // initdb reads the password from a file: readable by the server's user only.
     const pwfile = path.join(tmpdir(), `picket-pw-${randomBytes(6).toString("hex")}`);
-    await writeFile(pwfile, `${password}\n`, { mode: 0o644 });
+    await writeFile(pwfile, `${password}\n`, { mode: 0o600, flag: "wx" });
     try {
+      if (owner) await chown(pwfile, owner.uid, owner.gid);
       await new Promise<void>((resolve, reject) => {
         const out: string[] = [];
         const child = spawn(
@@ -344,8 +441,12 @@ const startIn = async (
     } finally {
       await rm(pwfile, { force: true });
     }
+    // Kept only once initdb succeeded (it needs an empty folder); a start killed before this line
+    // leaves a folder without the file, which the next start gives a new password.
+    await writePasswordFile(dataDir, password);
   } else {
     await claimDataDir(dataDir);
+    password = readPassword(dataDir) ?? (await resetPassword(bin, dataDir, owner));
   }
   const port = options.port ?? (await freePort());
   const settings: Record<string, string> = {
@@ -396,7 +497,7 @@ const startIn = async (
     })());
 
   return {
-    url: urlFor(port),
+    url: urlFor(port, password),
     port,
     dataDir,
     stop,
