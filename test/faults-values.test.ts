@@ -55,6 +55,31 @@ describe("a value PostgreSQL cannot store", () => {
   });
 });
 
+describe("a key or queue name PostgreSQL would alter or refuse", () => {
+  // pg encodes a JavaScript string as UTF-8, turning a lone surrogate into U+FFFD: the key stored
+  // was not the key given, so the enqueue could not find its own job and reported it "not created"
+  // while it was committed (a caller who retried got two); a queue's setting never applied.
+  for (const [field, value, why] of [
+    ["key", "k\ud800", "contains a lone UTF-16 surrogate"],
+    ["key", "k\u0000", "contains a NUL character"],
+    ["queue", "q\udc00", "contains a lone UTF-16 surrogate"],
+    ["queue", "q\u0000", "contains a NUL character"],
+  ] as const) {
+    it(`refuses ${JSON.stringify(value)} as a ${field} before anything is written, in picket's words`, async () => {
+      const attempt = enqueueJobs(db.pool, [{ type: "bad-name" }, { type: "bad-name", [field]: value }]);
+      await expect(attempt).rejects.toThrow(InvalidJobError);
+      await expect(attempt).rejects.toThrow(`picket: job "bad-name": ${field} ${JSON.stringify(value)} ${why}`);
+      expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'bad-name'")).rows[0].n).toBe(0);
+    });
+  }
+
+  it("refuses such a queue name in a worker's queues setting, where it could never apply", () => {
+    const task = defineTask({ name: "bad-queue-setting", handler: async () => undefined });
+    expect(() => createSupervisor({ connectionString: db.url, tasks: [task], queues: { "q\ud800": { concurrency: 2 } } })).toThrow(InvalidConfigError);
+    expect(() => createSupervisor({ connectionString: db.url, tasks: [task], queues: { "q\ud800": { concurrency: 2 } } })).toThrow(/the queue name "q\\ud800" contains a lone UTF-16 surrogate/);
+  });
+});
+
 describe("the wake-up notification", () => {
   it("never fails an enqueue: seventy task names of 125 characters in one statement, and a listening worker still wakes", async () => {
     const names = Array.from({ length: 70 }, (_, i) => `${String(i).padStart(3, "0")}-${"x".repeat(121)}`);

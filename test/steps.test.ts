@@ -42,6 +42,9 @@ describe("recordStep", () => {
     const [job] = await claimed(db.pool, "steps-bad");
     const claim = { id: job!.id, token: job!.claimToken };
     await expect(recordStep(db.pool, claim, { name: "", result: 1, attempt: 1 })).rejects.toThrow(/step name must be a string of 1 to 200/);
+    // Stored as U+FFFD, the record would never be found under its name: the step would rerun on every retry.
+    await expect(recordStep(db.pool, claim, { name: "s\ud800", result: 1, attempt: 1 })).rejects.toThrow('picket: step name "s\\ud800" contains a lone UTF-16 surrogate');
+    await expect(recordStep(db.pool, claim, { name: "s\u0000", result: 1, attempt: 1 })).rejects.toThrow('picket: step name "s\\u0000" contains a NUL character');
     await expect(recordStep(db.pool, claim, { name: "x", result: { s: "nul\u0000" }, attempt: 1 })).rejects.toThrow(InvalidJobError);
     await expect(recordStep(db.pool, claim, { name: "x", result: { s: "nul\u0000" }, attempt: 1 })).rejects.toThrow(/result of step "x"\.s contains a NUL/);
     expect(await jobSteps(db.pool, job!.id)).toEqual([]);

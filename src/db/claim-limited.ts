@@ -5,6 +5,7 @@
 // slow claim holds the lock. The fast claim (claim.ts) never takes these jobs.
 import { checkWant, type ClaimWant } from "./claim.ts";
 import { InvalidConfigError } from "./errors.ts";
+import { unstorableText } from "./storable-json.ts";
 import { DEFAULT_MAX_ATTEMPTS } from "./job-spec.ts";
 import type { ClaimedJob } from "./job-row.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
@@ -75,6 +76,9 @@ export const checkQueueName = (queue: unknown, where: string): string => {
   if (typeof queue !== "string" || queue.length === 0 || queue.length > 128) {
     throw new InvalidConfigError(`picket: ${where}: a queue name must be a string of 1 to 128 characters (got ${JSON.stringify(queue)}).`);
   }
+  // No job is ever in such a queue: enqueue refuses the name (job-spec.ts), so the setting would never apply.
+  const why = unstorableText(queue);
+  if (why !== null) throw new InvalidConfigError(`picket: ${where}: the queue name ${JSON.stringify(queue)} ${why}.`);
   return queue;
 };
 

@@ -203,7 +203,7 @@ export const checkJobSpec = (spec: JobSpec): CheckedJobSpec => {
         `picket: job "${type}": queue must be a string of 1 to ${MAX_QUEUE_LENGTH} characters naming a serial queue (got ${describe(spec.queue)}).`,
       );
     }
-    queue = spec.queue;
+    queue = storableName(type, "queue", spec.queue);
   }
   let key: string | null = null;
   if (spec.key !== undefined && spec.key !== null) {
@@ -212,9 +212,22 @@ export const checkJobSpec = (spec: JobSpec): CheckedJobSpec => {
         `picket: job "${type}": key must be a string of 1 to ${MAX_KEY_LENGTH} characters (got ${describe(spec.key)}).`,
       );
     }
-    key = spec.key;
+    key = storableName(type, "key", spec.key);
   }
   return { type, payloadJson, runAt, delayMs, priority, maxAttempts, key, queue, ...checkDedupe(type, spec.dedupe, key) };
+};
+
+/**
+ * A key or queue name as PostgreSQL will store it: unchanged. A lone surrogate would be stored as
+ * U+FFFD (pg encodes the string as UTF-8), so a key would no longer match itself when read back
+ * (and a job reported "not created" existed) and a queue's configured concurrency would never
+ * apply to it; NUL is refused by PostgreSQL (22021) after the batch was sent. Refused here,
+ * before anything is written.
+ */
+const storableName = (type: string, field: "key" | "queue", value: string): string => {
+  const why = unstorableText(value);
+  if (why !== null) throw new InvalidJobError(`picket: job "${type}": ${field} ${JSON.stringify(value)} ${why}; nothing was enqueued.`);
+  return value;
 };
 
 const checkDedupe = (type: string, dedupe: unknown, key: string | null): Pick<CheckedJobSpec, "dedupe" | "windowMs"> => {

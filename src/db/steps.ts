@@ -7,7 +7,7 @@ import type { JobId } from "./job-row.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
-import { storableJson } from "./storable-json.ts";
+import { storableJson, unstorableText } from "./storable-json.ts";
 
 /** One recorded step of a job. */
 export interface JobStep {
@@ -35,11 +35,17 @@ export type StepWrite =
 
 export const MAX_STEP_NAME_LENGTH = 200;
 
-/** Checks a step name: 1–200 characters. */
+/**
+ * Checks a step name: 1–200 characters PostgreSQL stores unchanged (a lone surrogate would be
+ * stored as U+FFFD, so the step's record would never be found under its name and the step would
+ * run again on every retry; NUL is refused).
+ */
 export const checkStepName = (name: unknown): string => {
   if (typeof name !== "string" || name.length === 0 || name.length > MAX_STEP_NAME_LENGTH) {
     throw new InvalidJobError(`picket: a step name must be a string of 1 to ${MAX_STEP_NAME_LENGTH} characters (got ${typeof name === "string" ? JSON.stringify(name.slice(0, 40)) : String(name)}).`);
   }
+  const why = unstorableText(name);
+  if (why !== null) throw new InvalidJobError(`picket: step name ${JSON.stringify(name.slice(0, 40))} ${why}; the step did not run.`);
   return name;
 };
 

@@ -12,7 +12,7 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 
 /** Why jsonb cannot hold this string, or null when it can. */
 export const unstorableText = (text: string): string | null => {
-  if (text.includes("\u0000")) return "contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store";
+  if (text.includes("\u0000")) return "contains a NUL character (\\u0000), which PostgreSQL cannot store";
   if (LONE_SURROGATE.test(text)) {
     return "contains a lone UTF-16 surrogate (half of a character such as an emoji, e.g. cut by slice), which PostgreSQL cannot store";
   }
