@@ -7,6 +7,8 @@ interface DashboardCliOptions extends DatabaseOptions {
   port: number;
   host: string;
   token?: string;
+  allowedHost: string[];
+  tokenForReads?: boolean;
 }
 
 export const dashboardCommand = (program: Command): void => {
@@ -16,14 +18,31 @@ export const dashboardCommand = (program: Command): void => {
       .description("a live web dashboard of the queue, the workers and their job machines (until SIGTERM/SIGINT)")
       .option("--port <port>", "port to listen on", integerOption("--port"), 7070)
       .option("--host <host>", "address to listen on (loopback by default: put your own auth in front before exposing it)", "127.0.0.1")
-      .option("--token <token>", "allow retry and cancel to requests bearing this token (default: PICKET_DASHBOARD_TOKEN; without one they are refused)"),
+      .option("--token <token>", "allow retry and cancel to requests bearing this token (default: PICKET_DASHBOARD_TOKEN; without one they are refused)")
+      .option("--token-for-reads", "require the token for reads too (every route but the page itself)")
+      .option(
+        "--allowed-host <name>",
+        "a Host name requests may use besides localhost, 127.0.0.1, [::1] and the --host address (repeatable); others are refused, so a web page cannot reach a loopback dashboard by DNS rebinding",
+        (name: string, names: string[]) => [...names, name],
+        [] as string[],
+      ),
   ).action(async (options: DashboardCliOptions) => {
     const token = options.token ?? process.env.PICKET_DASHBOARD_TOKEN;
     // Loaded here, not with the CLI: a worker process has no use for the HTTP server's modules.
     const { serveDashboard } = await import("../dashboard/server.ts");
     await withPool(options, async (pool) => {
-      const fiber = Effect.runFork(serveDashboard({ db: pool, statements: statementOptions(options), port: options.port, host: options.host, ...(token ? { token } : {}) }));
-      process.stderr.write(`picket dashboard: http://${options.host}:${options.port}/ (write actions ${token ? "need the token" : "off: no --token"})\n`);
+      const fiber = Effect.runFork(
+        serveDashboard({
+          db: pool,
+          statements: statementOptions(options),
+          port: options.port,
+          host: options.host,
+          allowedHosts: options.allowedHost,
+          ...(options.tokenForReads ? { tokenForReads: true } : {}),
+          ...(token ? { token } : {}),
+        }),
+      );
+      process.stderr.write(`picket dashboard: http://${options.host}:${options.port}/ (write actions ${token ? "need the token" : "off: no --token"}${options.tokenForReads ? "; reads need it too" : ""})\n`);
       await new Promise<void>((resolve) => {
         process.once("SIGINT", resolve);
         process.once("SIGTERM", resolve);

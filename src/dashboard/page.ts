@@ -50,7 +50,7 @@ export const DASHBOARD_PAGE = `<!doctype html>
   <h1>picket</h1>
   <span id="status">connecting…</span>
   <span style="flex:1"></span>
-  <label class="muted">token for retry and cancel <input id="token" type="password" size="16" autocomplete="off"></label>
+  <label class="muted">token (retry, cancel; reads when the dashboard asks) <input id="token" type="password" size="16" autocomplete="off"></label>
 </header>
 <main>
   <section><h2>Queue by task</h2><div id="unhandled"></div><div id="queue"></div></section>
@@ -67,7 +67,9 @@ const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 const tokenInput = $("token");
 tokenInput.value = sessionStorage.getItem("picket-token") ?? "";
-tokenInput.addEventListener("change", () => sessionStorage.setItem("picket-token", tokenInput.value));
+// Sent with every request: write actions need it, and reads too when the dashboard was started so.
+const withToken = () => (tokenInput.value ? { headers: { authorization: "Bearer " + tokenInput.value } } : {});
+tokenInput.addEventListener("change", () => { sessionStorage.setItem("picket-token", tokenInput.value); start(); });
 
 // --- Statecharts, laid out from the machine's config ------------------------------------------
 let machines = null;
@@ -182,7 +184,7 @@ function render(s) {
 }
 
 async function openJob(id) {
-  const response = await fetch("api/jobs/" + encodeURIComponent(id));
+  const response = await fetch("api/jobs/" + encodeURIComponent(id), withToken());
   const job = await response.json();
   $("detail").classList.add("open");
   $("detail-id").textContent = id;
@@ -200,18 +202,23 @@ document.addEventListener("click", async (event) => {
   if (target.dataset.open) return openJob(target.dataset.open);
   if (target.id === "detail-close") return $("detail").classList.remove("open");
   if (target.dataset.action) {
-    const response = await fetch("api/jobs/" + encodeURIComponent(target.dataset.id) + "/" + target.dataset.action, { method: "POST", headers: { authorization: "Bearer " + tokenInput.value } });
+    const response = await fetch("api/jobs/" + encodeURIComponent(target.dataset.id) + "/" + target.dataset.action, { method: "POST", ...withToken() });
     const body = await response.json();
     $("action").textContent = target.dataset.action + " job " + target.dataset.id + ": " + (body.error ?? body.outcome);
     $("action").className = response.ok ? "" : "bad";
   }
 });
 
+let events = null;
 async function start() {
-  machines = await (await fetch("api/machines")).json();
+  events?.close();
+  const response = await fetch("api/machines", withToken());
+  if (!response.ok) { $("status").textContent = (await response.json()).error; $("status").className = "down"; return; }
+  machines = await response.json();
   charts.job = layout(machines.job);
   charts.supervisor = layout(machines.supervisor);
-  const events = new EventSource("api/events");
+  // EventSource sends no headers: the token, when there is one, goes in the query.
+  events = new EventSource("api/events" + (tokenInput.value ? "?token=" + encodeURIComponent(tokenInput.value) : ""));
   events.addEventListener("snapshot", (e) => { $("status").textContent = "live · " + new Date().toLocaleTimeString(); $("status").className = ""; render(JSON.parse(e.data)); });
   events.addEventListener("failure", (e) => { $("status").textContent = "database: " + JSON.parse(e.data).error; $("status").className = "down"; });
   events.onerror = () => { $("status").textContent = "dashboard unreachable, retrying…"; $("status").className = "down"; };

@@ -24,6 +24,19 @@ export interface DashboardOptions {
   statements?: StatementOptions;
   /** Write actions (retry, cancel) need `Authorization: Bearer <token>`; without a token they are refused. */
   token?: string;
+  /**
+   * Reads need the token too: every route but the page itself (which holds no data). The live
+   * stream takes it as `?token=` (a browser's EventSource sends no headers).
+   */
+  tokenForReads?: boolean;
+  /**
+   * The Host header values (names or addresses, without the port) requests must carry; others get
+   * 403. A page on another site that rebinds its DNS name to 127.0.0.1 reaches a loopback
+   * dashboard with its own name as Host, so this is what keeps such a page from reading it.
+   * serveDashboard always checks: localhost, the loopback addresses and the address it listens on,
+   * plus these. createDashboardHandler checks only when given (the service's own routing decides).
+   */
+  allowedHosts?: readonly string[];
   /** How often the live stream sends a snapshot; default 1000 ms. */
   intervalMs?: number;
 }
@@ -41,10 +54,53 @@ const sameToken = (given: string, expected: string): boolean => {
 
 const encoder = new TextEncoder();
 
+/** The Host header's name or address, without the port, in lower case ("[::1]" keeps its brackets). */
+export const hostName = (header: string | undefined): string | undefined => {
+  if (header === undefined || header === "") return undefined;
+  const host = header.trim().toLowerCase();
+  return host.startsWith("[") ? host.slice(0, host.indexOf("]") + 1) : host.replace(/:\d*$/, "");
+};
+
+/** The names a dashboard listening on `host` answers to without being told more. */
+export const loopbackHosts = (host: string): string[] => {
+  const names = ["localhost", "127.0.0.1", "[::1]"];
+  // An address it listens on, unless a wildcard: a request naming 0.0.0.0 has no business here.
+  if (host !== "0.0.0.0" && host !== "::" && host !== "[::]") names.push(host.includes(":") && !host.startsWith("[") ? `[${host}]` : host);
+  return names.map((name) => name.toLowerCase());
+};
+
 /** The dashboard's routes, as a Layer for HttpRouter.serve or HttpRouter.toWebHandler. */
 export const dashboardRoutes = (options: DashboardOptions) => {
   const { db, token } = options;
+  const allowed = options.allowedHosts === undefined ? undefined : new Set(options.allowedHosts.map((host) => hostName(host)));
   const statements = options.statements ?? {};
+
+  /**
+   * Every route's first check: the Host header (when the dashboard has a list), then, for reads
+   * when they need it, the token. Refusals say what to change.
+   */
+  const guarded = <E, R>(route: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>, read: boolean) =>
+    Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest;
+      if (allowed !== undefined) {
+        // A web Request (the mounted handler) carries no Host header: its URL names the host.
+        const header = request.headers["host"] || (/^https?:\/\//.test(request.originalUrl) ? new URL(request.originalUrl).host : undefined);
+        const host = hostName(header);
+        if (host === undefined || !allowed.has(host)) {
+          return json(
+            { error: `this dashboard does not answer for the host ${JSON.stringify(header ?? "")}: open it as ${[...allowed].join(", ")}, or add the name you use (picket dashboard --allowed-host <name>, or allowedHosts)` },
+            403,
+          );
+        }
+      }
+      if (read && options.tokenForReads === true) {
+        if (token === undefined) return json({ error: "reads need the dashboard's token, and none was given: start it with --token (or PICKET_DASHBOARD_TOKEN)" }, 403);
+        const url = new URL(request.url, "http://dashboard");
+        const given = /^Bearer (.+)$/.exec(request.headers["authorization"] ?? "")?.[1] ?? url.searchParams.get("token") ?? undefined;
+        if (given === undefined || !sameToken(given, token)) return json({ error: "reading this dashboard needs its token (Authorization: Bearer <token>)" }, 401);
+      }
+      return yield* route;
+    });
   const intervalMs = options.intervalMs ?? 1_000;
   const snapshot = () => dashboardSnapshot(db, statements);
 
@@ -77,30 +133,36 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     });
 
   return Layer.mergeAll(
-    HttpRouter.add("GET", "/", Effect.succeed(HttpServerResponse.html(DASHBOARD_PAGE))),
-    HttpRouter.add("GET", "/api/machines", Effect.succeed(json({ job: machineConfig(jobMachine), supervisor: machineConfig(supervisorMachine) }))),
+    HttpRouter.add("GET", "/", guarded(Effect.succeed(HttpServerResponse.html(DASHBOARD_PAGE)), false)),
+    HttpRouter.add("GET", "/api/machines", guarded(Effect.succeed(json({ job: machineConfig(jobMachine), supervisor: machineConfig(supervisorMachine) })), true)),
     HttpRouter.add(
       "GET",
       "/api/snapshot",
-      Effect.tryPromise(snapshot).pipe(
-        Effect.map((body) => json(body)),
-        Effect.catch((error) => Effect.succeed(failure(error))),
+      guarded(
+        Effect.tryPromise(snapshot).pipe(
+          Effect.map((body) => json(body)),
+          Effect.catch((error) => Effect.succeed(failure(error))),
+        ),
+        true,
       ),
     ),
     HttpRouter.add(
       "GET",
       "/api/events",
-      Effect.succeed(
-        HttpServerResponse.stream(
-          Stream.fromAsyncIterable(events(), (error) => error),
-          { contentType: "text/event-stream", headers: { "cache-control": "no-cache" } },
+      guarded(
+        Effect.sync(() =>
+          HttpServerResponse.stream(
+            Stream.fromAsyncIterable(events(), (error) => error),
+            { contentType: "text/event-stream", headers: { "cache-control": "no-cache" } },
+          ),
         ),
+        true,
       ),
     ),
     HttpRouter.add(
       "GET",
       "/api/jobs/:id",
-      Effect.gen(function* () {
+      guarded(Effect.gen(function* () {
         const { id } = yield* HttpRouter.params;
         // The job with its recorded steps: its history as a handler wrote it.
         const read = async () => {
@@ -111,10 +173,10 @@ export const dashboardRoutes = (options: DashboardOptions) => {
           Effect.map((job) => (job === null ? json({ error: `no job ${id}` }, 404) : json(job))),
           Effect.catch((error) => Effect.succeed(failure(error))),
         );
-      }),
+      }), true),
     ),
-    HttpRouter.add("POST", "/api/jobs/:id/retry", admin(retryDeadJob)),
-    HttpRouter.add("POST", "/api/jobs/:id/cancel", admin(cancelJob)),
+    HttpRouter.add("POST", "/api/jobs/:id/retry", guarded(admin(retryDeadJob), false)),
+    HttpRouter.add("POST", "/api/jobs/:id/cancel", guarded(admin(cancelJob), false)),
   );
 };
 
@@ -134,7 +196,8 @@ export const serveDashboard = (options: DashboardOptions & { port: number; host:
     created(made);
     return made;
   };
-  const app = HttpRouter.serve(dashboardRoutes(options), { disableLogger: true }).pipe(
+  const allowedHosts = [...loopbackHosts(options.host), ...(options.allowedHosts ?? [])];
+  const app = HttpRouter.serve(dashboardRoutes({ ...options, allowedHosts }), { disableLogger: true }).pipe(
     Layer.provide(NodeHttpServer.layer(server, { port: options.port, host: options.host })),
   );
   return Layer.launch(app);

@@ -1,0 +1,124 @@
+// Who may read the dashboard (issue 28, item 5). A page on another site can rebind its DNS name to
+// 127.0.0.1 and read a loopback dashboard from the victim's browser: its requests carry the page's
+// own name as Host, which is how the dashboard tells them apart. And an operator may want reads to
+// need the token as writes do. Raw HTTP requests here (fetch will not send a Host of its choosing).
+import { request, type Server } from "node:http";
+import { Effect, Fiber } from "effect";
+import { afterEach, describe, expect, it } from "vitest";
+import { enqueueJob } from "../src/db/index.ts";
+import { createDashboardHandler, hostName, serveDashboard, type DashboardOptions } from "../src/dashboard/server.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { freePort } from "./support/ports.ts";
+
+const db = useTestDatabase();
+const TOKEN = "reads-need-this";
+
+const stops: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const stop of stops.splice(0)) await stop();
+});
+
+const dashboard = async (options: Partial<DashboardOptions> & { host?: string } = {}) => {
+  const port = await freePort();
+  let server: Server | undefined;
+  const fiber = Effect.runFork(serveDashboard({ db: db.pool, port, host: "127.0.0.1", intervalMs: 100, ...options }, (s) => (server = s)));
+  stops.push(async () => {
+    server?.closeAllConnections();
+    await Effect.runPromise(Fiber.interrupt(fiber));
+  });
+  await expect.poll(() => get(port, "/", { host: `127.0.0.1:${port}` }).then((r) => r.status, () => 0), { timeout: 10_000 }).toBe(200);
+  return port;
+};
+
+/** One GET to 127.0.0.1:port with these headers: the status and the body (a stream's first chunk). */
+const get = (port: number, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> =>
+  new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path, headers }, (response) => {
+      response.once("data", (chunk: Buffer) => {
+        resolve({ status: response.statusCode ?? 0, body: chunk.toString() });
+        req.destroy();
+      });
+      response.once("end", () => resolve({ status: response.statusCode ?? 0, body: "" }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+
+describe("the Host a request names", () => {
+  it("is refused on every route unless it is localhost, a loopback address, the bound address or an allowed name", async () => {
+    await enqueueJob(db.pool, { type: "host-check" });
+    const port = await dashboard({ allowedHosts: ["dash.internal"] });
+    for (const path of ["/", "/api/snapshot", "/api/machines", "/api/events", "/api/jobs/1"]) {
+      const rebound = await get(port, path, { host: `evil.example:${port}` });
+      expect(rebound.status).toBe(403);
+      expect(JSON.parse(rebound.body).error).toMatch(/does not answer for the host "evil\.example:\d+": open it as localhost, 127\.0\.0\.1, \[::1\], dash\.internal/);
+    }
+    for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, `LOCALHOST:${port}`, "localhost", `dash.internal:${port}`]) {
+      expect((await get(port, "/api/snapshot", { host })).status).toBe(200);
+    }
+    // A write, too, is refused before its token is looked at.
+    const write = await new Promise<number>((resolve, reject) => {
+      const req = request({ host: "127.0.0.1", port, path: "/api/jobs/1/cancel", method: "POST", headers: { host: "evil.example" } }, (r) => resolve(r.statusCode ?? 0));
+      req.on("error", reject);
+      req.end();
+    });
+    expect(write).toBe(403);
+  });
+
+  it("is read without its port, IPv6 brackets kept", () => {
+    expect(hostName("Example.com:7070")).toBe("example.com");
+    expect(hostName("[::1]:7070")).toBe("[::1]");
+    expect(hostName("[::1]")).toBe("[::1]");
+    expect(hostName("localhost")).toBe("localhost");
+    expect(hostName(undefined)).toBeUndefined();
+  });
+
+  it("is not checked by a mounted handler unless it is given names (the service routes its own hosts)", async () => {
+    const open = createDashboardHandler({ db: db.pool });
+    const checked = createDashboardHandler({ db: db.pool, allowedHosts: ["service.local"] });
+    try {
+      expect((await open.handler(new Request("http://anything.example/api/machines"))).status).toBe(200);
+      expect((await checked.handler(new Request("http://anything.example/api/machines"))).status).toBe(403);
+      expect((await checked.handler(new Request("http://service.local/api/machines"))).status).toBe(200);
+    } finally {
+      await open.dispose();
+      await checked.dispose();
+    }
+  });
+});
+
+describe("reads that need the token", () => {
+  it("are refused without it or with a wrong one, served with it (the stream by ?token=), and the page itself needs none", async () => {
+    const port = await dashboard({ token: TOKEN, tokenForReads: true });
+    const host = `127.0.0.1:${port}`;
+    expect((await get(port, "/", { host })).status).toBe(200);
+    for (const path of ["/api/snapshot", "/api/machines", "/api/events", "/api/jobs/1"]) {
+      const refused = await get(port, path, { host });
+      expect(refused.status).toBe(401);
+      expect(JSON.parse(refused.body).error).toBe("reading this dashboard needs its token (Authorization: Bearer <token>)");
+      expect((await get(port, path, { host, authorization: "Bearer wrong" })).status).toBe(401);
+    }
+    expect((await get(port, "/api/snapshot", { host, authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+    const stream = await get(port, `/api/events?token=${TOKEN}`, { host });
+    expect(stream.status).toBe(200);
+    expect(stream.body).toMatch(/^event: snapshot\n/);
+  });
+
+  it("are refused, saying why, when the dashboard was given no token to check them against", async () => {
+    const port = await dashboard({ tokenForReads: true });
+    const refused = await get(port, "/api/snapshot", { host: `127.0.0.1:${port}` });
+    expect(refused.status).toBe(403);
+    expect(JSON.parse(refused.body).error).toMatch(/reads need the dashboard's token, and none was given/);
+  });
+});
+
+describe("the live stream", () => {
+  it("serves every connection, one after another, as a reloaded page makes them", async () => {
+    const port = await dashboard();
+    for (let load = 0; load < 3; load++) {
+      const stream = await get(port, "/api/events", { host: `127.0.0.1:${port}` });
+      expect(stream.status).toBe(200);
+      expect(stream.body).toMatch(/^event: snapshot\ndata: \{/);
+    }
+  });
+});
