@@ -112,6 +112,27 @@ describe("reads that need the token", () => {
   });
 });
 
+describe("a job route's id", () => {
+  it("that is no job id is the caller's mistake: 400 saying so, not the database's 503", async () => {
+    const port = await dashboard({ token: TOKEN });
+    const host = `127.0.0.1:${port}`;
+    for (const id of ["abc", "0", "-1", "1.5", "9223372036854775808"]) {
+      const read = await get(port, `/api/jobs/${id}`, { host });
+      expect(read.status).toBe(400);
+      expect(JSON.parse(read.body)).toEqual({ error: `job id must be a positive integer (got ${JSON.stringify(id)})` });
+    }
+    const write = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({ host: "127.0.0.1", port, path: "/api/jobs/abc/retry", method: "POST", headers: { host, authorization: `Bearer ${TOKEN}` } }, (r) =>
+        r.once("data", (c: Buffer) => resolve({ status: r.statusCode ?? 0, body: c.toString() })),
+      );
+      req.on("error", reject);
+      req.end();
+    });
+    expect(write.status).toBe(400);
+    expect((await get(port, "/api/jobs/9223372036854775807", { host })).status).toBe(404);
+  });
+});
+
 describe("the live stream", () => {
   it("serves every connection, one after another, as a reloaded page makes them", async () => {
     const port = await dashboard();

@@ -55,6 +55,24 @@ describe("a value PostgreSQL cannot store", () => {
   });
 });
 
+describe("a payload nested too deep", () => {
+  it("is refused with picket's message (not a RangeError from the check's own recursion), and 100 levels pass", async () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 5_000; i++) deep = { a: deep };
+    const attempt = enqueueJob(db.pool, { type: "too-deep", payload: deep });
+    await expect(attempt).rejects.toThrow(InvalidJobError);
+    await expect(attempt).rejects.toThrow(/^picket: job "too-deep": payload is not JSON-serialisable: payload[.a]+… is nested more than 100 levels deep, the most a payload may be; flatten it/);
+    let hundred: unknown = "bottom";
+    for (let i = 0; i < 100; i++) hundred = [hundred];
+    const job = await enqueueJob(db.pool, { type: "too-deep", payload: hundred });
+    expect(job.payload).toEqual(hundred);
+    let more: unknown = "bottom";
+    for (let i = 0; i < 101; i++) more = [more];
+    await expect(enqueueJob(db.pool, { type: "too-deep", payload: more })).rejects.toThrow(/nested more than 100 levels deep/);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'too-deep'")).rows[0].n).toBe(1);
+  });
+});
+
 describe("a key or queue name PostgreSQL would alter or refuse", () => {
   // pg encodes a JavaScript string as UTF-8, turning a lone surrogate into U+FFFD: the key stored
   // was not the key given, so the enqueue could not find its own job and reported it "not created"

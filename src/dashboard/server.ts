@@ -13,7 +13,7 @@ import * as Effect from "effect/Effect";
 import * as Layer from "effect/Layer";
 import * as Stream from "effect/Stream";
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http";
-import { cancelJob, dashboardSnapshot, getJob, jobSteps, retryDeadJob, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
+import { cancelJob, dashboardSnapshot, getJob, isJobId, jobSteps, retryDeadJob, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
 import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
 
@@ -45,6 +45,9 @@ const json = (body: unknown, status = 200) => HttpServerResponse.jsonUnsafe(body
 
 /** A statement's failure as the page shows it: what went wrong, in the database's words. */
 const failure = (error: unknown) => json({ error: error instanceof Error ? error.message : String(error) }, 503);
+
+/** A job route's id that is no job id: the caller's mistake (400), not the database's (503). */
+const badJobId = (id: string | undefined) => json({ error: `job id must be a positive integer (got ${JSON.stringify(id ?? "")})` }, 400);
 
 const sameToken = (given: string, expected: string): boolean => {
   const a = Buffer.from(given);
@@ -126,7 +129,8 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       const given = /^Bearer (.+)$/.exec(request.headers["authorization"] ?? "")?.[1];
       if (given === undefined || !sameToken(given, token)) return json({ error: "this action needs the dashboard's token (Authorization: Bearer <token>)" }, 401);
       const { id } = yield* HttpRouter.params;
-      return yield* Effect.tryPromise(() => action(db, id ?? "", statements)).pipe(
+      if (id === undefined || !isJobId(id)) return badJobId(id);
+      return yield* Effect.tryPromise(() => action(db, id, statements)).pipe(
         Effect.map((result) => json(result, result.outcome === "applied" ? 200 : 409)),
         Effect.catch((error) => Effect.succeed(failure(error))),
       );
@@ -164,9 +168,10 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       "/api/jobs/:id",
       guarded(Effect.gen(function* () {
         const { id } = yield* HttpRouter.params;
+        if (id === undefined || !isJobId(id)) return badJobId(id);
         // The job with its recorded steps: its history as a handler wrote it.
         const read = async () => {
-          const job = await getJob(db, id ?? "", statements);
+          const job = await getJob(db, id, statements);
           return job === null ? null : { ...job, steps: await jobSteps(db, job.id, statements) };
         };
         return yield* Effect.tryPromise(read).pipe(

@@ -56,9 +56,12 @@ const keyHolderSql = perSchema(
   WHERE j.id = $1::bigint`,
 );
 
+/** Whether `text` is a job id as the table can hold it: a positive bigint, in decimal. */
+export const isJobId = (text: string): boolean => /^[1-9][0-9]{0,18}$/.test(text) && BigInt(text) <= 9_223_372_036_854_775_807n;
+
 const checkId = (id: JobId | number): string => {
   const text = String(id);
-  if (!/^[1-9][0-9]{0,18}$/.test(text)) {
+  if (!isJobId(text)) {
     throw new RangeError(`picket: job id must be a positive integer (got ${JSON.stringify(text)}).`);
   }
   return text;

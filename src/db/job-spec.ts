@@ -64,6 +64,8 @@ export interface CheckedJobSpec {
 
 /** Largest payload, as UTF-8 JSON text. Larger data belongs in storage, referenced by the payload. */
 export const MAX_PAYLOAD_BYTES = MAX_VALUE_BYTES;
+/** Most levels of nested arrays and objects in a payload (as Ruby's JSON parser allows by default). */
+export const MAX_PAYLOAD_DEPTH = 100;
 export const MAX_TYPE_LENGTH = 128;
 export const MAX_KEY_LENGTH = 512;
 /** A task's attempts when it does not say; a job that does not say gets its task's. */
@@ -103,7 +105,7 @@ export const checkTaskName = (type: unknown, where = "job"): string => {
  * character or a lone UTF-16 surrogate, in a string or a key) and names its path. Plain
  * `undefined` object properties are allowed: they mean "absent".
  */
-const findNonJson = (value: unknown, path: string, seen: Set<object>): string | null => {
+const findNonJson = (value: unknown, path: string, seen: Set<object>, depth = 0): string | null => {
   switch (typeof value) {
     case "string": {
       const why = unstorableText(value);
@@ -124,10 +126,16 @@ const findNonJson = (value: unknown, path: string, seen: Set<object>): string | 
   if (value === null) return null;
   const object = value as object;
   if (seen.has(object)) return `${path} refers back to itself (a cycle)`;
+  // Deeper would overflow this walk's stack (and JSON.stringify's) with a RangeError that says
+  // nothing of the payload; no job's arguments need it.
+  if (depth === MAX_PAYLOAD_DEPTH) {
+    const at = path.length > 80 ? `${path.slice(0, 80)}…` : path;
+    return `${at} is nested more than ${MAX_PAYLOAD_DEPTH} levels deep, the most a payload may be; flatten it, or store the data elsewhere and send a reference`;
+  }
   if (Array.isArray(object)) {
     seen.add(object);
     for (let i = 0; i < object.length; i++) {
-      const bad = findNonJson(object[i], `${path}[${i}]`, seen);
+      const bad = findNonJson(object[i], `${path}[${i}]`, seen, depth + 1);
       if (bad !== null) return bad;
     }
     seen.delete(object);
@@ -143,7 +151,7 @@ const findNonJson = (value: unknown, path: string, seen: Set<object>): string | 
     const why = unstorableText(key);
     if (why !== null) return `the key ${JSON.stringify(key)} of ${path} ${why}`;
     if (child === undefined) continue;
-    const bad = findNonJson(child, `${path}.${key}`, seen);
+    const bad = findNonJson(child, `${path}.${key}`, seen, depth + 1);
     if (bad !== null) return bad;
   }
   seen.delete(object);
