@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { combineReports, startWorkerProcesses } from "../src/runtime/worker-processes.ts";
+import { combineReports, runWorkerProcesses, startWorkerProcesses } from "../src/runtime/worker-processes.ts";
 import { enqueueJobs } from "../src/db/index.ts";
 import type { HealthReport } from "../src/runtime/health-server.ts";
 import { picket } from "./support/cli.ts";
@@ -13,6 +13,8 @@ import { captureLogs } from "./support/worker.ts";
 
 const db = useTestDatabase();
 const HELLO = fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url));
+const SPIN = fileURLToPath(new URL("./fixtures/blocking-tasks.ts", import.meta.url));
+const DIES = fileURLToPath(new URL("./fixtures/dies-after-start.mjs", import.meta.url));
 
 const alive = (pid: number) => {
   try {
@@ -85,6 +87,32 @@ describe("worker --processes", () => {
     expect(run.stdout).toMatch(/worker process [12] exited before it started \(code 1\); stopping the others/);
   }, 60_000);
 
+  it("kills a worker whose handler never yields once its drain deadline has passed, says which, and exits 1 (two SIGTERMs)", async () => {
+    const handle = { parent: 0, output: () => "" };
+    const running = picket(["worker", "--tasks", SPIN, "--processes", "2", "--concurrency", "1", "--drain-timeout", "500"], {
+      env: { DATABASE_URL: db.url },
+      detached: true,
+      onStart: (p, o) => ((handle.parent = p), (handle.output = o)),
+    });
+    const started = () => handle.output().split('"msg":"worker started"').length - 1;
+    await db.pool.query("DELETE FROM picket.jobs WHERE type = 'spin'");
+    await expect.poll(started, { timeout: 30_000, interval: 100 }).toBe(2);
+    const children = [1, 2].map((slot) => Number(new RegExp(`worker process ${slot} starting \\(pid (\\d+)\\)`).exec(handle.output())?.[1]));
+    await enqueueJobs(db.pool, [{ type: "spin" }, { type: "spin" }]);
+    const spinning = async () => Number((await db.pool.query("SELECT count(*) FROM picket.jobs WHERE type = 'spin' AND status = 'processing'")).rows[0].count);
+    await expect.poll(spinning, { timeout: 10_000 }).toBe(2);
+    const stoppedAt = performance.now();
+    process.kill(handle.parent, "SIGTERM");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    process.kill(handle.parent, "SIGTERM");
+    const run = await running;
+    expect(run.code).toBe(1);
+    // Killed 5 s after the second stop (the first stop's 0.5 s drain and 5 s grace end later).
+    expect(performance.now() - stoppedAt).toBeLessThan(20_000);
+    expect(run.stdout).toMatch(/worker process [12] \(pid \d+\) was still running 5000 ms after the second stop; killed it \(SIGKILL\)/);
+    await expect.poll(() => children.filter(alive), { timeout: 5_000 }).toEqual([]);
+  }, 60_000);
+
   it("drains its workers when the parent is SIGKILLed", async () => {
     const { handle, running, count, childPid } = start();
     await expect.poll(() => count('"msg":"worker started"'), { timeout: 30_000, interval: 100 }).toBe(2);
@@ -119,7 +147,7 @@ describe("startWorkerProcesses, for a service that embeds the group", () => {
 
       const [first] = pids();
       process.kill(first!, "SIGKILL");
-      await expect.poll(() => lines.some((line) => line.msg === `worker process 1 (pid ${first}) died (SIGKILL); starting a new one`), { timeout: 10_000 }).toBe(true);
+      await expect.poll(() => lines.some((line) => line.msg === `worker process 1 (pid ${first}) died (SIGKILL); starting a new one in 1000 ms`), { timeout: 10_000 }).toBe(true);
       await expect.poll(() => pids().length, { timeout: 10_000 }).toBe(3);
       await expect.poll(async () => (await group.health()).checks.processes, { timeout: 30_000, interval: 200 }).toEqual({ ok: true });
 
@@ -142,6 +170,34 @@ describe("startWorkerProcesses, for a service that embeds the group", () => {
     const group = startWorkerProcesses({ processes: 2, tasksModule: path.join(tmpdir(), "picket-no-such-tasks.ts"), connectionString: db.url, logger, env });
     await expect(group.started).rejects.toThrow(/stopped before all had started: worker process [12] exited before it started \(code 1\)/);
     await expect(group.stopped).rejects.toThrow(/worker process [12] exited before it started/);
+  }, 60_000);
+
+  it("starts a process that keeps dying after its start again with a growing delay, then stops the group, saying why", async () => {
+    const { lines, logger } = captureLogs();
+    const group = runWorkerProcesses({
+      count: 1,
+      script: DIES,
+      args: [],
+      env: process.env,
+      logger,
+      restarts: { firstDelayMs: 50, maxDelayMs: 150, limit: 5, steadyMs: 60_000 },
+    });
+    await expect(group.stopped).rejects.toThrow("picket: worker process 1 died 5 times in a row within 60000 ms of starting; stopping the others (see its output above)");
+    expect(lines.filter((line) => line.restart_in_ms !== undefined).map((line) => line.restart_in_ms)).toEqual([50, 100, 150, 150]);
+  }, 30_000);
+
+  it("kills a process on stop() once its drain deadline and a grace have passed, and stopped rejects naming it", async () => {
+    const { lines, logger } = captureLogs();
+    await db.pool.query("DELETE FROM picket.jobs WHERE type = 'spin'");
+    const group = startWorkerProcesses({ processes: 1, tasksModule: SPIN, connectionString: db.url, concurrency: 1, drainTimeoutMs: 200, logger, env });
+    await group.started;
+    await enqueueJobs(db.pool, [{ type: "spin" }]);
+    await expect.poll(async () => Number((await db.pool.query("SELECT count(*) FROM picket.jobs WHERE type = 'spin' AND status = 'processing'")).rows[0].count), { timeout: 10_000 }).toBe(1);
+    const stoppedAt = performance.now();
+    await expect(group.stop()).rejects.toThrow(/picket: worker process 1 \(pid \d+\) did not exit after the stop and was killed/);
+    // 200 ms of drain and 5 s of grace, then the kill.
+    expect(performance.now() - stoppedAt).toBeGreaterThanOrEqual(5_000);
+    expect(lines.some((line) => /was still running 5200 ms after the stop; killed it \(SIGKILL\)/.test(String(line.msg)))).toBe(true);
   }, 60_000);
 
   it("refuses options it cannot run, saying what to give", () => {

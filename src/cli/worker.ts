@@ -91,6 +91,7 @@ const workerProcesses = async (options: WorkerOptions): Promise<void> => {
       args: [...childArguments(process.argv.slice(2)), ...(database.source === "embedded" ? ["--migrate"] : [])],
       env: { ...process.env, DATABASE_URL: database.url },
       logger,
+      ...(options.drainTimeout !== undefined ? { drainTimeoutMs: options.drainTimeout } : {}),
       ...(options.healthPort !== undefined ? { health: { port: options.healthPort, host: "0.0.0.0" } } : {}),
     });
     const removeSignals = onShutdownSignals({

@@ -8,6 +8,9 @@ import type { Logger } from "./logger.ts";
 import type { Task } from "./task.ts";
 import type { MetricsOptions } from "./metrics.ts";
 
+/** How long running jobs may finish after a stop, unless drainTimeoutMs says otherwise. */
+export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
+
 export interface SupervisorOptions {
   /** Tasks this worker runs; it claims only their types. */
   tasks: readonly Task<any, any>[];
@@ -212,7 +215,7 @@ export const resolveConfig = (options: SupervisorOptions): ResolvedConfig => {
     sweepIntervalMs: int("sweepIntervalMs", options.sweepIntervalMs, 5_000, 10),
     heartbeatIntervalMs: int("heartbeatIntervalMs", options.heartbeatIntervalMs, 2_000, 10),
     sweepBatchSize: int("sweepBatchSize", options.sweepBatchSize, 1_000, 1),
-    drainTimeoutMs: int("drainTimeoutMs", options.drainTimeoutMs, 30_000, 0),
+    drainTimeoutMs: int("drainTimeoutMs", options.drainTimeoutMs, DEFAULT_DRAIN_TIMEOUT_MS, 0),
     renewIntervalMs,
     keepCompleted: bool("keepCompleted", options.keepCompleted, false),
     retention,

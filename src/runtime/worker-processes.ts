@@ -8,6 +8,7 @@ import { fileURLToPath } from "node:url";
 import * as Effect from "effect/Effect";
 import * as Fiber from "effect/Fiber";
 import { InvalidConfigError } from "../db/index.ts";
+import { DEFAULT_DRAIN_TIMEOUT_MS } from "./config.ts";
 import type { HealthCheck, HealthReport } from "./health-server.ts";
 import { createLogger, type Logger } from "./logger.ts";
 
@@ -28,8 +29,27 @@ interface HealthAnswer {
 /** How long the parent waits for a child's health report before calling that child unhealthy. */
 const HEALTH_ANSWER_MS = 3_000;
 
-/** How long the parent waits before starting a new process in place of one that died. */
-const RESTART_DELAY_MS = 1_000;
+/**
+ * A process that dies is started again after `firstDelayMs`. One that keeps dying within
+ * `steadyMs` of its start waits twice as long each time, up to `maxDelayMs`, and after `limit` such
+ * deaths in a row the group stops (a crash at start-up would otherwise restart every second forever).
+ */
+export interface RestartPolicy {
+  firstDelayMs: number;
+  maxDelayMs: number;
+  limit: number;
+  steadyMs: number;
+}
+const RESTARTS: RestartPolicy = { firstDelayMs: 1_000, maxDelayMs: 30_000, limit: 5, steadyMs: 30_000 };
+
+/**
+ * After stop(), a process still running when its drain deadline has passed by this much is killed
+ * (SIGKILL): a handler that never yields blocks its event loop, and with it the process's own
+ * deadline and its answer to every signal. After force(), it gets FORCE_KILL_MS (it exits by
+ * itself 1.8 s after its second signal when its loop runs).
+ */
+const KILL_GRACE_MS = 5_000;
+const FORCE_KILL_MS = 5_000;
 
 export interface WorkerProcessesOptions {
   count: number;
@@ -40,6 +60,10 @@ export interface WorkerProcessesOptions {
   logger: Logger;
   /** Serve one /health and /ready for all the processes. */
   health?: { port: number; host: string };
+  /** The processes' drain deadline (their `--drain-timeout`); default a supervisor's, 30 s. */
+  drainTimeoutMs?: number;
+  /** How processes that die are started again; default RESTARTS. */
+  restarts?: RestartPolicy;
 }
 
 /** A running group of worker processes. */
@@ -51,9 +75,15 @@ export interface WorkerProcesses {
    * which) when one exited with an error or died before it started.
    */
   readonly stopped: Promise<void>;
-  /** Drains every process (a SIGTERM each); returns `stopped`. */
+  /**
+   * Drains every process (a SIGTERM each); returns `stopped`. A process still running its drain
+   * deadline plus 5 s later is killed (SIGKILL), and `stopped` rejects naming it.
+   */
   stop(): Promise<void>;
-  /** A second stop: every process interrupts its running jobs and releases them. */
+  /**
+   * A second stop (a stop first, if none came): every process interrupts its running jobs and
+   * releases them; one still running 5 s later is killed, and `stopped` rejects naming it.
+   */
   force(): void;
   /** One report for all the processes, as the group's /health serves it. */
   health(): Promise<HealthReport>;
@@ -78,7 +108,12 @@ export const attachToParent = (supervisor: { health(): Promise<HealthReport> }, 
 /** Starts the processes and runs them, each replaced when it dies, until stop(). */
 export const runWorkerProcesses = (options: WorkerProcessesOptions): WorkerProcesses => {
   const { count, logger } = options;
+  const restarts = options.restarts ?? RESTARTS;
+  const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
   const children = new Map<number, ChildProcess>();
+  // Per slot: deaths in a row that came within restarts.steadyMs of the process's start.
+  const quickDeaths = new Map<number, number>();
+  const killTimers = new Set<NodeJS.Timeout>();
   // Processes that have started and not exited: the ones asked for health.
   const running = new Set<ChildProcess>();
   let stopping = false;
@@ -131,12 +166,31 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): WorkerProce
   const signalAll = () => {
     for (const child of children.values()) child.kill("SIGTERM");
   };
+  /** Kills, after `ms`, every process still running then, and says so. */
+  const killAfter = (ms: number, why: string) => {
+    const timer = setTimeout(() => {
+      killTimers.delete(timer);
+      for (const [slot, child] of children) {
+        logger.error(
+          { process: slot, pid: child.pid },
+          `worker process ${slot} (pid ${child.pid}) was still running ${ms} ms after ${why}; killed it (SIGKILL). ` +
+            "A handler that never yields blocks its process; its jobs go back to the queue through the sweep once their lease runs out",
+        );
+        failure ??= `worker process ${slot} (pid ${child.pid}) did not exit after ${why} and was killed`;
+        child.kill("SIGKILL");
+      }
+    }, ms);
+    killTimers.add(timer);
+  };
   const stopAll = () => {
     stopping = true;
     signalAll();
-    if (children.size === 0) finish();
+    if (children.size === 0) return finish();
+    killAfter(drainTimeoutMs + KILL_GRACE_MS, "the stop");
   };
   const finish = () => {
+    for (const timer of killTimers) clearTimeout(timer);
+    killTimers.clear();
     allStarted.reject(new Error(`picket: the worker processes stopped before all had started${failure ? `: ${failure}` : ""}`));
     const done = () => (failure === undefined ? stopped.resolve() : stopped.reject(new Error(`picket: ${failure}`)));
     if (healthFiber === undefined) return done();
@@ -147,6 +201,7 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): WorkerProce
     // Its own process group: a Ctrl-C in a terminal reaches the parent only, which passes it on
     // once (a child that got it twice would skip its drain).
     const child = fork(options.script, options.args, { env: { ...options.env, PICKET_WORKER_PROCESS: String(slot) }, stdio: "inherit", detached: true });
+    const startedAt = performance.now();
     child.on("message", (message) => {
       if (message !== STARTED_MESSAGE) return;
       running.add(child);
@@ -166,10 +221,21 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): WorkerProce
         failure = `worker process ${slot} exited before it started (code ${code ?? signal}); see its output above`;
         return stopAll();
       }
-      logger.warn({ process: slot, pid: child.pid, code, signal }, `worker process ${slot} (pid ${child.pid}) died (${signal ?? `code ${code}`}); starting a new one`);
+      const quick = performance.now() - startedAt < restarts.steadyMs ? (quickDeaths.get(slot) ?? 0) + 1 : 0;
+      quickDeaths.set(slot, quick);
+      if (quick >= restarts.limit) {
+        failure = `worker process ${slot} died ${quick} times in a row within ${restarts.steadyMs} ms of starting; stopping the others (see its output above)`;
+        logger.error({ process: slot, pid: child.pid, code, signal }, failure);
+        return stopAll();
+      }
+      const delayMs = quick === 0 ? restarts.firstDelayMs : Math.min(restarts.maxDelayMs, restarts.firstDelayMs * 2 ** (quick - 1));
+      logger.warn(
+        { process: slot, pid: child.pid, code, signal, restart_in_ms: delayMs },
+        `worker process ${slot} (pid ${child.pid}) died (${signal ?? `code ${code}`}); starting a new one in ${delayMs} ms`,
+      );
       setTimeout(() => {
         if (!stopping) start(slot);
-      }, RESTART_DELAY_MS);
+      }, delayMs);
     });
     children.set(slot, child);
     logger.info({ process: slot, pid: child.pid }, `worker process ${slot} starting (pid ${child.pid})`);
@@ -184,7 +250,12 @@ export const runWorkerProcesses = (options: WorkerProcessesOptions): WorkerProce
       return stopped.promise;
     },
     // The second stop, passed on: each child's second signal interrupts and releases its jobs.
-    force: signalAll,
+    force: () => {
+      if (!stopping) stopAll();
+      if (children.size === 0) return;
+      signalAll();
+      killAfter(FORCE_KILL_MS, "the second stop");
+    },
     health: report,
   };
 };
@@ -287,6 +358,7 @@ export const startWorkerProcesses = (options: StartWorkerProcessesOptions): Work
     args,
     env: { ...(options.env ?? process.env), DATABASE_URL: options.connectionString },
     logger: options.logger ?? createLogger(),
+    ...(options.drainTimeoutMs !== undefined ? { drainTimeoutMs: options.drainTimeoutMs } : {}),
     ...(options.health ? { health: { port: options.health.port, host: options.health.host ?? "0.0.0.0" } } : {}),
   });
 };
