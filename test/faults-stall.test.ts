@@ -31,6 +31,55 @@ describe("a handler that blocks the event loop past its lease", () => {
     });
   });
 
+  it("alone, then awaiting: the worker renews its claim when its loop comes back, before judging the lease, and the run completes in its one attempt", async () => {
+    const task = defineTask({
+      name: "stall-then-await",
+      leaseMs: 1_000,
+      handler: async () => {
+        block(2_500);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        return "computed";
+      },
+    });
+    const job = await enqueueJob(db.pool, { type: "stall-then-await", maxAttempts: 1 });
+    const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 10_000 }).toMatchObject({ outcome: "completed" });
+    expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", attempts: 1, result: "computed", errors: [] });
+    expect(logs.find((l) => String(l.msg).startsWith("the lease watch ran late"))).toMatchObject({ jobs: [job.id], confirmed: 1 });
+    expect(logs.filter((l) => String(l.msg).startsWith("lease not confirmed in time"))).toEqual([]);
+  });
+
+  it("alone, then awaiting, when the claim was taken while it blocked: the renewal is fenced and the run stopped as lost", async () => {
+    const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
+    const tasks = fileURLToPath(new URL("./fixtures/fault-tasks.ts", import.meta.url));
+    const job = await enqueueJob(db.pool, { type: "fault-block-then-await", maxAttempts: 3 });
+    // Its own process, so that its blocked loop is not the test's, which takes the claim meanwhile.
+    const blocked = spawn(process.execPath, [cli, "worker", "--tasks", tasks], {
+      env: { ...process.env, DATABASE_URL: db.url, PICKET_LOG_LEVEL: "info", FAULT_LEASE_MS: "1000", FAULT_BLOCK_MS: "3000" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    blocked.stdout!.on("data", (c: Buffer) => (output += c.toString()));
+    blocked.stderr!.on("data", (c: Buffer) => (output += c.toString()));
+    try {
+      await expect.poll(async () => (await row(db.pool, job.id)).status, { timeout: 20_000, interval: 50 }).toBe("processing");
+      const first = await row(db.pool, job.id);
+      // Another worker's claim, once the lease ran out (as its sweep and claim would write it).
+      await expect.poll(async () => (await db.pool.query("SELECT lock_until < now() AS expired FROM picket.jobs WHERE id = $1", [job.id])).rows[0].expired, { timeout: 5_000, interval: 20 }).toBe(true);
+      const { rows: [taken] } = await db.pool.query(
+        "UPDATE picket.jobs SET claim_token = gen_random_uuid(), locked_by = 'other-worker', lock_until = now() + interval '1 minute' WHERE id = $1 AND claim_token = $2 RETURNING claim_token",
+        [job.id, first.claim_token],
+      );
+      expect(taken).toBeDefined();
+      await expect.poll(() => output, { timeout: 15_000 }).toContain(`lease renewal fenced: job ${job.id} (claim ${first.claim_token}) was reclaimed`);
+      expect(output).toContain("the lease watch ran late");
+      // The other worker's claim stands; the blocked worker wrote nothing under its own.
+      expect(await row(db.pool, job.id)).toMatchObject({ status: "processing", claim_token: taken.claim_token, locked_by: "other-worker", attempts: 1 });
+    } finally {
+      blocked.kill("SIGKILL");
+    }
+  }, 40_000);
+
   it("beside a second worker: the second takes the job over and completes it; the blocked worker's late completion is fenced", async () => {
     const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
     const tasks = fileURLToPath(new URL("./fixtures/fault-tasks.ts", import.meta.url));

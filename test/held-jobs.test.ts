@@ -36,12 +36,14 @@ const job = (type: string, leaseMs = 1_000): ClaimedJob => ({
   readyMs: 0,
 });
 
-const setup = (options: { concurrency?: number; prefetch?: number; tasks?: Task[] } = {}) => {
+const setup = (options: { concurrency?: number; prefetch?: number; tasks?: Task[]; reconfirm?: (jobs: readonly ClaimedJob[]) => Promise<readonly FencedResult[]> } = {}) => {
   const { lines, logger } = captureLogs();
   const tasks = options.tasks ?? [defineTask({ name: "a", handler: async () => undefined })];
   const finished: Array<{ id: string; outcome: JobOutcome; error: string | null }> = [];
   const turns: Array<{ finished: number; slotFreed: boolean }> = [];
+  const watched: number[] = [];
   const held = new HeldJobs({
+    ...(options.reconfirm ? { reconfirm: options.reconfirm, watch: (at: number) => watched.push(at) } : {}),
     concurrency: options.concurrency ?? 10,
     prefetch: options.prefetch ?? 0,
     tasks: new Map(tasks.map((task) => [task.name, task])),
@@ -51,7 +53,7 @@ const setup = (options: { concurrency?: number; prefetch?: number; tasks?: Task[
     finished: (entry, outcome, error) => finished.push({ id: entry.job.id, outcome, error }),
   });
   const handle = (entry: HeldJob) => entry.actor as FakeHandle;
-  return { held, lines, finished, handle, turns };
+  return { held, lines, finished, handle, turns, watched };
 };
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
@@ -88,6 +90,57 @@ describe("the lease deadline on the worker's clock", () => {
     expect(handle(writing!).events).toEqual([]);
     expect(handle(running!).events).toEqual([{ type: "LEASE_EXPIRED", unconfirmedMs: 10_000 }]);
     expect(held.interruptExpired(10_000)).toBe(Infinity);
+  });
+
+  it("when the watch ran late (a blocked loop), renews first: a confirmed claim runs on with a new deadline, a taken one is lost, a busy row is interrupted", async () => {
+    const asked: string[][] = [];
+    const { held, handle, watched, lines } = setup({
+      reconfirm: async (jobs) => {
+        asked.push(jobs.map((j) => j.id));
+        return [
+          { id: jobs[0]!.id, outcome: "applied", status: "processing" },
+          { id: jobs[1]!.id, outcome: "fenced" },
+          { id: jobs[2]!.id, outcome: "busy" },
+        ];
+      },
+    });
+    // Confirmed long before this process's clock began: the renewal's answer, on the real clock, finds them past their deadline unless it confirmed them.
+    const [kept, taken, busy] = held.claimed([job("a"), job("a"), job("a")], -1e7);
+    for (const entry of [kept, taken, busy]) handle(entry!).state = "running";
+    // 50 ms late and more: renewed first, nothing interrupted until the renewal answers.
+    held.interruptExpired(2_000, 50);
+    expect(asked).toEqual([[kept!.job.id, taken!.job.id, busy!.job.id]]);
+    expect([kept, taken, busy].map((e) => handle(e!).events)).toEqual([[], [], []]);
+    // Asked again meanwhile, it leaves them alone.
+    held.interruptExpired(2_100, 500);
+    expect(asked).toHaveLength(1);
+    await turn();
+    expect(handle(kept!).events).toEqual([]);
+    expect(watched).toHaveLength(1);
+    expect(watched[0]).toBeGreaterThan(performance.now());
+    expect(handle(taken!).events).toEqual([{ type: "LEASE_LOST" }]);
+    expect(handle(busy!).events).toEqual([expect.objectContaining({ type: "LEASE_EXPIRED" })]);
+    expect(lines.find((l) => l.msg.startsWith("the lease watch ran late"))).toMatchObject({ count: 3, confirmed: 1 });
+  });
+
+  it("on time (up to 49 ms late), interrupts at once without a renewal", () => {
+    const asked: string[][] = [];
+    const { held, handle } = setup({ reconfirm: async (jobs) => (asked.push(jobs.map((j) => j.id)), []) });
+    const [onTime] = held.claimed([job("a")], 100);
+    handle(onTime!).state = "running";
+    expect(held.interruptExpired(900, 49)).toBe(Infinity);
+    expect(handle(onTime!).events).toEqual([{ type: "LEASE_EXPIRED", unconfirmedMs: 800 }]);
+    expect(asked).toEqual([]);
+  });
+
+  it("when the late renewal fails, interrupts every claim it was for", async () => {
+    const { held, handle } = setup({ reconfirm: async () => Promise.reject(new Error("connection refused")) });
+    const entries = held.claimed([job("a"), job("a")], -1e7);
+    for (const entry of entries) handle(entry).state = "running";
+    held.interruptExpired(5_000, 4_000);
+    expect(entries.map((e) => handle(e).events)).toEqual([[], []]);
+    await turn();
+    expect(entries.map((e) => handle(e).events)).toEqual([[expect.objectContaining({ type: "LEASE_EXPIRED" })], [expect.objectContaining({ type: "LEASE_EXPIRED" })]]);
   });
 
   it("names at most twenty jobs in its warning and counts them all", () => {

@@ -116,7 +116,21 @@ export interface HeldJobsOptions {
    * waiting jobs took the freed slots): how many finished, and whether a slot was freed.
    */
   turnEnded(finished: number, slotFreed: boolean): void;
+  /**
+   * Renews these claims now, as a renewal round does (fenced by their tokens, so it succeeds only
+   * for rows no one else has claimed, whatever their lease says). Asked for when the lease watch
+   * ran late (interruptExpired). Absent: expired leases are interrupted at once.
+   */
+  reconfirm?(jobs: readonly ClaimedJob[]): Promise<readonly FencedResult[]>;
+  /** Makes the lease watch look again no later than `at` (performance.now()). */
+  watch?(at: number): void;
 }
+
+/**
+ * The lease watch ran this much later than the deadline it was set for: this worker's own event
+ * loop was blocked (a handler that did not yield), as the stall watch counts one.
+ */
+export const LATE_WATCH_MS = 50;
 
 /** What the next claim asks for: each task's share, and the most it may take in all. */
 export interface ClaimPlan {
@@ -150,6 +164,8 @@ export class HeldJobs {
   readonly outcomes: Record<JobOutcome, number> = { completed: 0, retried: 0, dead: 0, released: 0, fenced: 0, abandoned: 0, cancelled: 0, refused: 0 };
   /** The last renewal round: what went wrong (null: it wrote every lease it could) and how many rows were busy. */
   private lastRenewal: { error: string | null; busy: number } = { error: null, busy: 0 };
+  /** Claims being re-confirmed after the lease watch ran late: the watch leaves them alone meanwhile. */
+  private readonly reconfirming = new Set<HeldJob>();
 
   constructor(options: HeldJobsOptions) {
     this.options = options;
@@ -250,16 +266,63 @@ export class HeldJobs {
    * The lease deadline, on the worker's own clock: a job whose lease went unconfirmed past it, and
    * whose handler is still running (or has not started), is interrupted now, before any other
    * worker may reclaim it. Returns the next deadline to look at.
+   *
+   * Unless the watch ran `lateMs` late: then this worker's own event loop was blocked, and that,
+   * not the database, is why nothing renewed the leases. The claims are renewed first
+   * (`reconfirm`), and only those the renewal cannot confirm are stopped: a claim another worker
+   * took meanwhile is lost as any fenced renewal's is, one whose row no one took runs on. A lone
+   * worker whose handler blocked past its lease would otherwise fail every run that succeeded.
    */
-  interruptExpired(now: number): number {
+  interruptExpired(now: number, lateMs = 0): number {
     let next = Infinity;
     const expired: HeldJob[] = [];
     for (const entry of this.running.values()) {
-      if (entry.handlerSettledAt !== undefined || !beforeOutcome(entry.actor.state)) continue;
+      if (entry.handlerSettledAt !== undefined || !beforeOutcome(entry.actor.state) || this.reconfirming.has(entry)) continue;
       const deadline = localDeadline(entry.confirmedAt, entry.job.leaseMs);
       if (deadline <= now) expired.push(entry);
       else next = Math.min(next, deadline);
     }
+    if (expired.length > 0 && lateMs >= LATE_WATCH_MS && this.options.reconfirm) {
+      this.reconfirm(expired);
+      return next;
+    }
+    this.interrupt(expired, now);
+    return next;
+  }
+
+  /** Renews `entries` now; stops those it cannot confirm (a fenced one as lost, by renewed()). */
+  private reconfirm(entries: HeldJob[]): void {
+    for (const entry of entries) this.reconfirming.add(entry);
+    const sentAt = performance.now();
+    const settled = (results: readonly FencedResult[] | undefined, error?: unknown) => {
+      for (const entry of entries) this.reconfirming.delete(entry);
+      if (results !== undefined) this.renewed(entries, results, sentAt);
+      else this.renewalFailed(error);
+      this.logger.info(
+        { jobs: entries.slice(0, 20).map(({ job }) => job.id), count: entries.length, confirmed: results?.filter((r) => r.outcome === "applied").length ?? 0 },
+        `the lease watch ran late (this worker's event loop was blocked): renewed ${entries.length} claim(s) before judging their leases`,
+      );
+      // A claim found taken or cancelled was stopped by renewed(). What the renewal could not
+      // confirm (a busy row, a failed statement) is stopped now; what it confirmed gets a new deadline.
+      const now = performance.now();
+      const unconfirmed: HeldJob[] = [];
+      entries.forEach((entry, i) => {
+        const outcome = results?.[i]?.outcome;
+        if (outcome === "fenced" || outcome === "cancelled") return;
+        if (entry.handlerSettledAt !== undefined || !beforeOutcome(entry.actor.state)) return;
+        const deadline = localDeadline(entry.confirmedAt, entry.job.leaseMs);
+        if (deadline <= now) unconfirmed.push(entry);
+        else this.options.watch?.(deadline);
+      });
+      this.interrupt(unconfirmed, now);
+    };
+    this.options.reconfirm!(entries.map(({ job }) => job)).then(
+      (results) => settled(results),
+      (error: unknown) => settled(undefined, error),
+    );
+  }
+
+  private interrupt(expired: HeldJob[], now: number): void {
     if (expired.length > 0) {
       this.logger.warn(
         {
@@ -272,7 +335,6 @@ export class HeldJobs {
       );
       for (const entry of expired) entry.actor.send({ type: "LEASE_EXPIRED", unconfirmedMs: now - entry.confirmedAt });
     }
-    return next;
   }
 
   /** Whether the worker can still prove the job's lease on its own clock (user code may start). */

@@ -13,15 +13,16 @@ export const localDeadline = (confirmedAt: number, leaseMs: number): number => c
 
 /**
  * One timer for every claim of a worker: `check` runs no later than the earliest deadline it was
- * told of, and returns the next one (Infinity: none). Deadlines only move later when leases are
- * confirmed, so a check that finds nothing due simply re-arms.
+ * told of, is told how late it runs (a blocked event loop makes it late), and returns the next
+ * deadline (Infinity: none). Deadlines only move later when leases are confirmed, so a check that
+ * finds nothing due simply re-arms.
  */
 export class LeaseWatch {
   private timer: NodeJS.Timeout | undefined;
   private at = Infinity;
-  private readonly check: () => number;
+  private readonly check: (lateMs: number) => number;
 
-  constructor(check: () => number) {
+  constructor(check: (lateMs: number) => number) {
     this.check = check;
   }
 
@@ -41,9 +42,10 @@ export class LeaseWatch {
   }
 
   private readonly run = () => {
+    const lateMs = Math.max(0, performance.now() - this.at);
     this.timer = undefined;
     this.at = Infinity;
-    const next = this.check();
+    const next = this.check(lateMs);
     if (next < Infinity) this.schedule(next);
   };
 }

@@ -18,6 +18,7 @@ import {
   probeConnection,
   queueDepth,
   removeWorker,
+  renewLeases,
   type ClaimedJob,
   type HeldJobView,
   type StatementOptions,
@@ -34,7 +35,7 @@ import { Claimer } from "./claimer.ts";
 import { CompletionRate } from "./completion-rate.ts";
 import { createJobRuntime, type JobRuntime } from "./job-runtime.ts";
 import { inspectorFor, parentFor } from "./inspection.ts";
-import { LeaseWatch, localDeadline } from "./lease-watch.ts";
+import { LeaseWatch, leaseMarginMs, localDeadline } from "./lease-watch.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { WorkerMetrics } from "./metrics.ts";
 import { PollLoop, type PollOutput } from "./poll-loop.ts";
@@ -107,7 +108,7 @@ export class Supervisor {
   private stopping: Promise<void> | undefined;
   private forced = false;
   private readonly healthEndpoint = new HealthEndpoint();
-  private readonly leaseWatch = new LeaseWatch(() => this.held.interruptExpired(performance.now()));
+  private readonly leaseWatch = new LeaseWatch((lateMs) => this.held.interruptExpired(performance.now(), lateMs));
   private stopStallWatch: (() => void) | undefined;
   /** Aborted when the worker has stopped: every statement of its own still in flight is cancelled. */
   private readonly lifetime = new AbortController();
@@ -172,6 +173,14 @@ export class Supervisor {
       },
       // A turn in which slots freed or jobs finished: until the drain, room for the poll loop; from
       // then, the count the drain waits on.
+      // After a blocked event loop: the claims renewed at once, in one statement bounded by the
+      // shortest of their leases' margins (it must answer before another worker may act on them).
+      reconfirm: (jobs) =>
+        renewLeases(this.pool!, jobs.map((job) => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs })), {
+          ...this.statements,
+          timeoutMs: Math.max(1, Math.min(this.config.statementTimeoutMs, ...jobs.map((job) => leaseMarginMs(job.leaseMs)))),
+        }),
+      watch: (at) => this.leaseWatch.schedule(at),
       turnEnded: (finished) => {
         const snapshot = this.actor?.getSnapshot();
         if (snapshot?.status !== "active") return;
