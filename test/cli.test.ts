@@ -113,6 +113,13 @@ describe("picket CLI", () => {
     const badJson = await picket(["enqueue", "hello", "{not json"], env);
     expect(badJson.code).toBe(1);
     expect(badJson.stderr).toMatch(/payload is not valid JSON/);
+    // Refusals name the flags typed, not the API's options.
+    const flagged = async (args: string[]) => (await picket(["enqueue", "hello", "{}", "--allow-unknown", ...args], env)).stderr;
+    expect(await flagged(["--max-attempts", "0"])).toBe('picket: job "hello": --max-attempts must be an integer from 1 to 1000000 (got 0).\n');
+    expect(await flagged(["--priority", "5000"])).toBe('picket: job "hello": --priority must be an integer from -1000 to 1000 (got 5000).\n');
+    expect(await flagged(["--run-at", "soon"])).toMatch(/^picket: job "hello": --run-at must be a valid Date or an ISO 8601 string/);
+    expect(await flagged(["--run-at", "2030-01-01T00:00:00Z", "--delay", "5"])).toBe('picket: job "hello": give --run-at or --delay, not both.\n');
+    expect(await flagged(["--key", "k".repeat(513)])).toMatch(/^picket: job "hello": --key must be a string of 1 to 512 characters/);
     const badType = await picket(["enqueue", "has space", "{}"], env);
     expect(badType).toMatchObject({ code: 1, stderr: expect.stringMatching(/may contain only letters/) });
     const unreachable = await picket(["stats", "--database-url", "postgres://u:p@127.0.0.1:1/none"]);
@@ -125,10 +132,13 @@ describe("picket CLI", () => {
   }, 60_000);
 
   it("prints the machines as configs (JSON) and as Mermaid: one diagram per machine", async () => {
+    // JSON: the job machine's config alone by default, which Stately's editor imports as is.
     const json = await picket(["machines", "--format", "json"]);
-    expect(JSON.parse(json.stdout).map((m: { id: string }) => m.id)).toEqual(["job", "supervisor"]);
-    const one = await picket(["machines", "--format", "json", "--machine", "job"]);
-    expect(JSON.parse(one.stdout)).toEqual(JSON.parse(machineJson(jobMachine)));
+    expect(JSON.parse(json.stdout)).toEqual(JSON.parse(machineJson(jobMachine)));
+    const all = await picket(["machines", "--format", "json", "--machine", "all"]);
+    expect(JSON.parse(all.stdout).map((m: { id: string }) => m.id)).toEqual(["job", "supervisor"]);
+    const one = await picket(["machines", "--format", "json", "--machine", "supervisor"]);
+    expect(JSON.parse(one.stdout)).toEqual(JSON.parse(machineJson(supervisorMachine)));
     // Both: each diagram in its own Markdown fence.
     const both = await picket(["machines"]);
     expect(both.stdout).toBe(`\`\`\`mermaid\n%% the job machine\n${machineMermaid(jobMachine)}\`\`\`\n\n\`\`\`mermaid\n%% the supervisor machine\n${machineMermaid(supervisorMachine)}\`\`\`\n`);

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { checkTaskName, enqueueJobWithOutcome, handlerCoverage, LIVE_WORKER_MS, type DedupeMode } from "../db/index.ts";
+import { checkTaskName, enqueueJobWithOutcome, handlerCoverage, InvalidJobError, LIVE_WORKER_MS, type DedupeMode } from "../db/index.ts";
 import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 interface EnqueueOptions extends DatabaseOptions {
@@ -34,6 +34,17 @@ const dedupeMode = (options: EnqueueOptions): DedupeMode | undefined => {
   }
   return dedupe;
 };
+
+/**
+ * A refusal of the job spec in this command's terms: the spec's check names the API's options
+ * (`delayMs`, `maxAttempts`), which someone typing `--delay` and `--max-attempts` never wrote.
+ */
+const API_OPTIONS: Record<string, string> = { runAt: "--run-at", delayMs: "--delay", maxAttempts: "--max-attempts" };
+const inFlagTerms = (message: string): string =>
+  message
+    .replace(/\b(runAt|delayMs|maxAttempts)\b/g, (name) => API_OPTIONS[name]!)
+    // "job "t": priority must be ...", "job "t": key "..." contains ...": the option the sentence is about.
+    .replace(/(job "[^"]*": )(priority|key|queue)\b/, "$1--$2");
 
 export const enqueueCommand = (program: Command): void => {
   withDatabaseOptions(
@@ -87,7 +98,10 @@ export const enqueueCommand = (program: Command): void => {
           ...(dedupe !== undefined ? { dedupe } : {}),
         },
         statementOptions(options),
-      );
+      ).catch((error: unknown) => {
+        if (error instanceof InvalidJobError) error.message = inFlagTerms(error.message);
+        throw error;
+      });
     });
     // stdout stays the job's JSON either way (scripts read it); a dedupe hit is said on stderr.
     if (!outcome.created) {
