@@ -167,7 +167,9 @@ describe("local buffer", () => {
     // A drain deadline the test would time out on: waiting jobs must not wait for it.
     const { supervisor, outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task], concurrency: 4, prefetch: 4, drainTimeoutMs: 120_000 });
     let stopping: Promise<void> | undefined;
-    supervisor.onJobFinished(() => {
+    const times = new Map<string, { waitMs: number; runMs: number; durationMs: number }>();
+    supervisor.onJobFinished(({ job, waitMs, runMs, durationMs }) => {
+      times.set(job.id, { waitMs, runMs, durationMs });
       if (stopping === undefined && supervisor.stats().waiting > 0) stopping = supervisor.stop();
     });
     await expect.poll(() => stopping !== undefined, { timeout: 60_000 }).toBe(true);
@@ -179,12 +181,32 @@ describe("local buffer", () => {
     expect(released.length).toBeGreaterThan(0);
     for (const id of released) {
       expect(seen.ran.has(id), `job ${id} was released, yet its handler ran`).toBe(false);
+      // Its whole time was a wait for a slot: it never ran.
+      expect(times.get(id)).toMatchObject({ runMs: 0, waitMs: expect.any(Number) });
       expect(rows.find((r) => r.id === id)).toMatchObject({ status: "pending", attempts: 0, claim_token: null });
     }
     // Nothing left claimed, nothing run twice, every job either done or back in the queue.
     expect(rows.filter((r) => r.status === "processing")).toEqual([]);
     expect(rows.filter((r) => r.status === "completed").length).toBe(seen.ran.size);
     expect(rows.filter((r) => r.status === "pending").length).toBe(3_000 - seen.ran.size);
+  });
+});
+
+describe("what onJobFinished says of a job's time", () => {
+  it("tells the handler's run apart from the wait for a slot: a 150 ms handler runs about 150 ms, its wait counted apart", async () => {
+    const task = defineTask({ name: "timed", concurrency: 1, handler: () => new Promise((resolve) => setTimeout(resolve, 150)) });
+    await enqueueJobs(db.pool, [{ type: "timed" }, { type: "timed" }]);
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [task], concurrency: 1 });
+    const times: { waitMs: number; runMs: number; durationMs: number }[] = [];
+    supervisor.onJobFinished(({ waitMs, runMs, durationMs }) => times.push({ waitMs, runMs, durationMs }));
+    await expect.poll(() => times.length, { timeout: 10_000 }).toBe(2);
+    for (const { waitMs, runMs, durationMs } of times) {
+      expect(runMs).toBeGreaterThanOrEqual(145);
+      expect(runMs).toBeLessThan(2_000);
+      expect(waitMs).toBeGreaterThanOrEqual(0);
+      // The whole time holds both, and the outcome's write after them.
+      expect(durationMs).toBeGreaterThanOrEqual(runMs + waitMs - 2);
+    }
   });
 });
 

@@ -51,7 +51,6 @@ const countBy = <T>(items: Iterable<T>, key: (item: T) => string): Map<string, n
 export class HeldJob implements JobObserver {
   readonly job: ClaimedJob;
   actor!: JobHandle;
-  readonly startedAt = Date.now();
   /** It holds one of the worker's slots: its payload check or handler runs, or will once START is processed. */
   holdsSlot: boolean;
   /** When it took its slot (performance.now()): how long tasks hold slots sizes the buffer. */

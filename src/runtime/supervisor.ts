@@ -80,7 +80,20 @@ export interface SupervisorStats {
 }
 
 /** Called when a job's machine ends, with its outcome; the demo and tests listen here. */
-export type JobFinishedListener = (event: { job: ClaimedJob; outcome: JobOutcome; error: string | null; durationMs: number }) => void;
+/**
+ * A job's machine ended. `durationMs`: from its claim (sent) to its end (waiting and running). `waitMs`:
+ * from its claim until it got a slot (the worker's buffer). `runMs`: from its slot to its handler's
+ * end, or to the job's end when the handler did not end on its own (interrupted, timed out);
+ * 0 for a job that never got a slot (released at a drain).
+ */
+export type JobFinishedListener = (event: {
+  job: ClaimedJob;
+  outcome: JobOutcome;
+  error: string | null;
+  durationMs: number;
+  waitMs: number;
+  runMs: number;
+}) => void;
 
 export class Supervisor {
   readonly config: ResolvedConfig;
@@ -163,9 +176,12 @@ export class Supervisor {
         // Its queue or its task's cluster limit has room now that the row has left processing:
         // claim again soon, here (another worker's probe may be a poll interval away).
         if (this.claimer.ended(entry.job)) this.pollLoop.wake();
+        const now = performance.now();
+        const waitMs = Math.round((entry.started ? entry.slotTakenAt : now) - entry.claimSentAt);
+        const runMs = entry.started ? Math.round((entry.handlerSettledAt ?? now) - entry.slotTakenAt) : 0;
         for (const listener of this.listeners) {
           try {
-            listener({ job: entry.job, outcome, error, durationMs: Date.now() - entry.startedAt });
+            listener({ job: entry.job, outcome, error, durationMs: Math.round(now - entry.claimSentAt), waitMs, runMs });
           } catch (listenerError) {
             this.logger.error({ err: listenerError, job_id: entry.job.id }, "an onJobFinished listener threw; ignored");
           }
