@@ -61,6 +61,8 @@ describe("picket CLI", () => {
     expect((await fetch(`http://127.0.0.1:${port}/api/jobs/1/retry`, { method: "POST" })).status).toBe(403);
     process.kill(pid, "SIGTERM");
     expect((await running).code).toBe(0);
+    // One line says where it listens: not Effect's "Listening on" too.
+    expect(output()).not.toContain("Listening on");
   }, 60_000);
 
   it("enqueues, reports stats, cancels and retries through the CLI", async () => {

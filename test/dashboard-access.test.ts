@@ -112,6 +112,13 @@ describe("reads that need the token", () => {
   });
 });
 
+describe("the icon browsers ask for", () => {
+  it("is answered with no content rather than a 404", async () => {
+    const port = await dashboard();
+    expect((await get(port, "/favicon.ico", { host: `127.0.0.1:${port}` })).status).toBe(204);
+  });
+});
+
 describe("a job route's id", () => {
   it("that is no job id is the caller's mistake: 400 saying so, not the database's 503", async () => {
     const port = await dashboard({ token: TOKEN });

@@ -138,6 +138,8 @@ export const dashboardRoutes = (options: DashboardOptions) => {
 
   return Layer.mergeAll(
     HttpRouter.add("GET", "/", guarded(Effect.succeed(HttpServerResponse.html(DASHBOARD_PAGE)), false)),
+    // Browsers ask for it: no icon, rather than a 404 in their console.
+    HttpRouter.add("GET", "/favicon.ico", guarded(Effect.succeed(HttpServerResponse.empty({ status: 204 })), false)),
     HttpRouter.add("GET", "/api/machines", guarded(Effect.succeed(json({ job: machineConfig(jobMachine), supervisor: machineConfig(supervisorMachine) })), true)),
     HttpRouter.add(
       "GET",
@@ -202,7 +204,8 @@ export const serveDashboard = (options: DashboardOptions & { port: number; host:
     return made;
   };
   const allowedHosts = [...loopbackHosts(options.host), ...(options.allowedHosts ?? [])];
-  const app = HttpRouter.serve(dashboardRoutes({ ...options, allowedHosts }), { disableLogger: true }).pipe(
+  // picket dashboard says where it listens itself: no second "Listening on" line.
+  const app = HttpRouter.serve(dashboardRoutes({ ...options, allowedHosts }), { disableLogger: true, disableListenLog: true }).pipe(
     Layer.provide(NodeHttpServer.layer(server, { port: options.port, host: options.host })),
   );
   return Layer.launch(app);
