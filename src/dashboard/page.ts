@@ -176,9 +176,9 @@ function render(s) {
       '</details></td><td><button data-action="' + action + '" data-id="' + esc(j.id) + '">' + action + "</button></td></tr>").join("") + "</table>";
   const missed = (m) => typeof m === "string" ? m : "catch up " + m.catchUp;
   $("schedules").innerHTML = (s.schedules ?? []).length === 0 ? '<p class="muted">no schedules</p>' :
-    "<table><tr><th>schedule</th><th>task</th><th>cron</th><th>missed</th><th>last tick</th><th>next run</th></tr>" + s.schedules.map((c) =>
+    "<table><tr><th>schedule</th><th>task</th><th>cron</th><th>missed</th><th>last fired</th><th>next run</th></tr>" + s.schedules.map((c) =>
       '<tr data-testid="schedule-row" data-schedule="' + esc(c.name) + '"><td>' + esc(c.name) + "</td><td>" + esc(c.task) + "</td><td><code>" + esc(c.cron) + "</code>" + (c.timezone ? " " + esc(c.timezone) : "") +
-      "</td><td>" + esc(missed(c.missed)) + "</td><td>" + (c.lastTick ? new Date(c.lastTick).toLocaleString() : "—") + '</td><td data-col="next">' + (c.nextRun ? new Date(c.nextRun).toLocaleString() : "never") + "</td></tr>").join("") + "</table>";
+      "</td><td>" + esc(missed(c.missed)) + "</td><td>" + (c.lastFired ? new Date(c.lastFired).toLocaleString() : "never") + '</td><td data-col="next">' + (c.nextRun ? new Date(c.nextRun).toLocaleString() : "never") + "</td></tr>").join("") + "</table>";
   $("retrying").innerHTML = failedRows(s.retrying, "cancel");
   $("dead").innerHTML = failedRows(s.dead, "retry");
 }

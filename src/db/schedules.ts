@@ -45,6 +45,12 @@ export interface ScheduleView extends ScheduleRow {
   missed: MissedPolicy;
   /** Its next tick after the database's now (and after its last tick); null if it never fires again. */
   nextRun: Date | null;
+  /**
+   * The last tick it fired (or skipped under its missed policy), null if none yet under its
+   * present definition. lastTick is where counting starts, which for a schedule that never fired
+   * is the moment it was made (or its pattern changed): not a tick of its pattern, so not shown as one.
+   */
+  lastFired: Date | null;
 }
 
 const columns = `name, task, cron, timezone, payload, catch_up AS "catchUp", last_tick AS "lastTick", revision,
@@ -148,12 +154,15 @@ export const listSchedules = async (db: Queryable, options: StatementOptions & {
   );
   return rows.map(({ now, ...row }) => {
     let nextRun: Date | null = null;
+    let lastFired: Date | null = null;
     try {
       nextRun = nextTick(row.cron, row.timezone, new Date(Math.max(now.getTime(), row.lastTick.getTime())));
+      // Fired (or skipped) ticks are written as the tick itself: an instant of the pattern.
+      lastFired = nextTick(row.cron, row.timezone, new Date(row.lastTick.getTime() - 1))?.getTime() === row.lastTick.getTime() ? row.lastTick : null;
     } catch {
       // A pattern written past picket's checks (a raw INSERT): listed, with no next run.
     }
-    return { ...row, missed: missedPolicyOf(row.catchUp), nextRun };
+    return { ...row, missed: missedPolicyOf(row.catchUp), nextRun, lastFired };
   });
 };
 
