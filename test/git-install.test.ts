@@ -82,6 +82,29 @@ describe("npm install from a git URL", () => {
     });
   });
 
+  it("runs node:test files on one shared server through the global set-up as the README gives it (a file path: node resolves no package name there)", async () => {
+    await writeFile(
+      path.join(project, "kit.test.js"),
+      `import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { useTestDatabase } from "picket/testing";
+const db = useTestDatabase({ before, after });
+test("a migrated database of its own", async () => {
+  const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs");
+  assert.equal(rows[0].n, 0);
+  console.log("template=" + process.env.PICKET_TEST_TEMPLATE);
+});
+`,
+    );
+    const { stdout } = await run(node, ["--test", "--test-global-setup=./node_modules/picket/dist/testing/global-setup.js", "kit.test.js"], {
+      cwd: project,
+      env: { ...process.env, DATABASE_URL: db.url },
+      timeout: 120_000,
+    });
+    expect(stdout).toMatch(/template=picket_template_\d+/);
+    expect(stdout).toMatch(/\bpass 1\n/);
+  });
+
   it("installs the CLI, which reports the package's version", async () => {
     const { version } = (await import("../package.json", { with: { type: "json" } })).default;
     const { stdout } = await run(node, [path.join(project, "node_modules/picket/dist/cli/main.js"), "--version"], { cwd: project });
