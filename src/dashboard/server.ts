@@ -57,6 +57,9 @@ const sameToken = (given: string, expected: string): boolean => {
 
 const encoder = new TextEncoder();
 
+/** The token an `Authorization: Bearer <token>` header carries, if any. */
+const bearerToken = (request: HttpServerRequest.HttpServerRequest): string | undefined => /^Bearer (.+)$/.exec(request.headers["authorization"] ?? "")?.[1];
+
 /** The Host header's name or address, without the port, in lower case ("[::1]" keeps its brackets). */
 export const hostName = (header: string | undefined): string | undefined => {
   if (header === undefined || header === "") return undefined;
@@ -98,8 +101,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       }
       if (read && options.tokenForReads === true) {
         if (token === undefined) return json({ error: "reads need the dashboard's token, and none was given: start it with --token (or PICKET_DASHBOARD_TOKEN)" }, 403);
-        const url = new URL(request.url, "http://dashboard");
-        const given = /^Bearer (.+)$/.exec(request.headers["authorization"] ?? "")?.[1] ?? url.searchParams.get("token") ?? undefined;
+        const given = bearerToken(request) ?? new URL(request.url, "http://dashboard").searchParams.get("token") ?? undefined;
         if (given === undefined || !sameToken(given, token)) return json({ error: "reading this dashboard needs its token (Authorization: Bearer <token>)" }, 401);
       }
       return yield* route;
@@ -126,7 +128,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest;
       if (token === undefined) return json({ error: "write actions are off: start the dashboard with a token (picket dashboard --token, or PICKET_DASHBOARD_TOKEN)" }, 403);
-      const given = /^Bearer (.+)$/.exec(request.headers["authorization"] ?? "")?.[1];
+      const given = bearerToken(request);
       if (given === undefined || !sameToken(given, token)) return json({ error: "this action needs the dashboard's token (Authorization: Bearer <token>)" }, 401);
       const { id } = yield* HttpRouter.params;
       if (id === undefined || !isJobId(id)) return badJobId(id);
