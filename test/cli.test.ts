@@ -72,8 +72,8 @@ describe("picket CLI", () => {
     const job = JSON.parse(enqueued.stdout);
     expect(job).toMatchObject({ type: "hello", payload: { name: "cli" }, priority: 5, key: "cli-key", status: "pending" });
     const stats = await picket(["stats", "--json"], env);
-    expect(JSON.parse(stats.stdout).counts).toContainEqual({ type: "hello", status: "pending", count: 1 });
-    expect((await picket(["stats"], env)).stdout).toMatch(/hello\s+1\s+0\s+0\s+0\s+0/);
+    expect(JSON.parse(stats.stdout).counts).toContainEqual({ type: "hello", state: "ready", count: 1 });
+    expect((await picket(["stats"], env)).stdout).toMatch(/hello\s+1\s+0\s+0\s+0\s+0\s+0\s+0/);
     expect(await picket(["jobs", "cancel", job.id], env)).toMatchObject({ code: 0, stdout: `job ${job.id} cancelled\n` });
     const retry = await picket(["jobs", "retry", job.id], env);
     expect(retry).toMatchObject({ code: 1, stderr: `picket: job ${job.id} is cancelled; only dead jobs can be retried\n` });

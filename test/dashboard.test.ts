@@ -68,6 +68,7 @@ describe("the dashboard in a browser", () => {
     const stepped = await enqueueJob(db.pool, { type: "stepping" });
     const dead = await enqueueJob(db.pool, { type: "doomed" });
     await enqueueJob(db.pool, { type: "nobody-runs-this" });
+    await enqueueJob(db.pool, { type: "nobody-runs-this", runAt: new Date(Date.now() + 3_600_000) });
     const { supervisor } = await startWorker({ connectionString: db.url, tasks: [gated, doomed, stepping], heartbeatIntervalMs: 100, workerId: "w-dash" });
     await expect.poll(async () => (await row(db.pool, dead.id)).status, { timeout: 5_000 }).toBe("dead");
     const served = await dashboard(TOKEN);
@@ -84,9 +85,12 @@ describe("the dashboard in a browser", () => {
       expect(await job.locator(".state").count()).toBe(Object.keys(jobMachine.root.states).length); // every state is drawn
       // The queue by task, from the table.
       await expect.poll(() => page.locator('[data-task="gated"] [data-col="processing"]').textContent(), { timeout: 5_000 }).toBe("1");
-      expect(await page.locator('[data-task="nobody-runs-this"] [data-col="pending"]').textContent()).toBe("1");
+      // Ready and scheduled apart: a delayed job does not make the task look stuck.
+      expect(await page.locator('[data-task="nobody-runs-this"] [data-col="ready"]').textContent()).toBe("1");
+      expect(await page.locator('[data-task="nobody-runs-this"] [data-col="scheduled"]').textContent()).toBe("1");
+      expect(await page.locator('[data-task="nobody-runs-this"] [data-col="retrying"]').textContent()).toBe("0");
       // No live worker has a handler for it: said above the table.
-      expect(await page.locator('[data-testid="unhandled"]').textContent()).toBe("no live worker has a handler for: nobody-runs-this (1 pending)");
+      expect(await page.locator('[data-testid="unhandled"]').textContent()).toBe("no live worker has a handler for: nobody-runs-this (2 pending)");
       // The dead job, its error and stack; retry refused without the token, done with it.
       const deadRow = page.locator(`[data-testid="retry-row"][data-job-id="${dead.id}"]`);
       await deadRow.waitFor({ timeout: 5_000 });
@@ -178,7 +182,7 @@ describe("the dashboard's HTTP side", () => {
       await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() WHERE id = $1", [done.id]);
       const snapshot = await (await handler(new Request("http://service.local/api/snapshot"))).json();
       await db.pool.query("DELETE FROM picket.workers WHERE id IN ('mounted-live', 'mounted-silent')");
-      expect(snapshot.depth).toContainEqual({ type: "mounted", status: "pending", count: 1 });
+      expect(snapshot.depth).toContainEqual({ type: "mounted", state: "ready", count: 1 });
       expect(snapshot.retrying.map((j: { id: string }) => j.id)).toEqual([retrying.id]);
       // Jobs of this file's other tests may have finished within the window too.
       expect(snapshot.finished.filter((f: { type: string }) => f.type === "mounted-done")).toEqual([

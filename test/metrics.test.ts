@@ -133,7 +133,7 @@ describe("metrics", () => {
     expect(total(samples, "picket_jobs_held")).toBe(0);
   });
 
-  it("gauges: jobs held by the worker, and the queue's depth by task and status from the database, in both collectors", async () => {
+  it("gauges: jobs held by the worker, and the queue's depth by task and state from the database, in both collectors", async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const task = defineTask<{ quick?: boolean }>({ name: "held", concurrency: 2, handler: (payload) => (payload.quick ? Promise.resolve() : gate) });
@@ -153,9 +153,9 @@ describe("metrics", () => {
     await expect.poll(processing, { timeout: 5_000 }).toBeGreaterThan(2);
     const claimed = await processing();
     const samples = await scrape();
-    expect(total(samples, "picket_queue_depth", { messaging_destination_name: "held", picket_status: "processing" })).toBe(claimed);
-    expect(total(samples, "picket_queue_depth", { messaging_destination_name: "held", picket_status: "pending" })).toBe(8 - claimed);
-    expect(total(samples, "picket_queue_depth", { messaging_destination_name: "elsewhere", picket_status: "pending" })).toBe(2);
+    expect(total(samples, "picket_queue_depth", { messaging_destination_name: "held", picket_state: "processing" })).toBe(claimed);
+    expect(total(samples, "picket_queue_depth", { messaging_destination_name: "held", picket_state: "ready" })).toBe(8 - claimed);
+    expect(total(samples, "picket_queue_depth", { messaging_destination_name: "elsewhere", picket_state: "ready" })).toBe(2);
     // Claimed but not running: waiting in the buffer for one of the task's two slots.
     expect(total(samples, "picket_jobs_held", { picket_state: "waiting" })).toBe(claimed - 2);
 
@@ -167,8 +167,8 @@ describe("metrics", () => {
         .reduce((n, p) => n + (p.value as number), 0);
     expect(gauge("picket.jobs.held", { "messaging.destination.name": "held", "picket.state": "running" })).toBe(2);
     expect(gauge("picket.jobs.held", { "messaging.destination.name": "held", "picket.state": "waiting" })).toBe(claimed - 2);
-    expect(gauge("picket.queue.depth", { "messaging.destination.name": "held", "picket.status": "processing" })).toBe(claimed);
-    expect(gauge("picket.queue.depth", { "messaging.destination.name": "elsewhere", "picket.status": "pending" })).toBe(2);
+    expect(gauge("picket.queue.depth", { "messaging.destination.name": "held", "picket.state": "processing" })).toBe(claimed);
+    expect(gauge("picket.queue.depth", { "messaging.destination.name": "elsewhere", "picket.state": "ready" })).toBe(2);
     release();
     await supervisor.stop();
     await meterProvider.shutdown();

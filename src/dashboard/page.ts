@@ -144,22 +144,25 @@ function spark(values, max) {
 }
 
 // --- Rendering a snapshot --------------------------------------------------------------------
+// Pending jobs split three ways: only a growing "ready" means the workers are behind.
+const LIVE_STATES = ["ready", "scheduled", "retrying", "processing"];
+const LIVE_TITLES = { ready: "due now, waiting for a worker", scheduled: "waiting for the run time they were enqueued with", retrying: "an attempt failed; waiting out its backoff", processing: "held by a worker" };
 function render(s) {
   const tasks = [...new Set([...s.depth.map((d) => d.type), ...s.finished.map((f) => f.type)])].sort();
-  const count = (rows, type, status) => rows.filter((r) => r.type === type && r.status === status).reduce((n, r) => n + r.count, 0);
-  const rate = (type, status) => count(s.finished, type, status) / s.finishedWindowSeconds;
-  history.push({ at: Date.now(), tasks: Object.fromEntries(tasks.map((t) => [t, { pending: count(s.depth, t, "pending"), done: rate(t, "completed") }])) });
+  const live = (type, state) => s.depth.filter((r) => r.type === type && r.state === state).reduce((n, r) => n + r.count, 0);
+  const rate = (type, status) => s.finished.filter((r) => r.type === type && r.status === status).reduce((n, r) => n + r.count, 0) / s.finishedWindowSeconds;
+  history.push({ at: Date.now(), tasks: Object.fromEntries(tasks.map((t) => [t, { ready: live(t, "ready"), done: rate(t, "completed") }])) });
   if (history.length > HISTORY) history.shift();
   const h = s.handlers;
   $("unhandled").innerHTML = h.unhandled.length === 0 ? "" : '<p class="bad" data-testid="unhandled">' + (h.liveWorkers === 0 ? "no live worker: " : "no live worker has a handler for: ") +
     h.unhandled.map((u) => esc(u.type) + " (" + u.count + " pending)").join(", ") + "</p>";
   $("queue").innerHTML = tasks.length === 0 ? '<p class="muted">no live jobs</p>' :
-    '<table><tr><th>task</th><th class="num">pending</th><th class="num">processing</th><th class="num">completed/s</th><th class="num">dead/s</th></tr>' +
-    tasks.map((t) => '<tr data-task="' + esc(t) + '"><td>' + esc(t) + '</td><td class="num" data-col="pending">' + count(s.depth, t, "pending") + '</td><td class="num" data-col="processing">' + count(s.depth, t, "processing") + '</td><td class="num">' + rate(t, "completed").toFixed(1) + '</td><td class="num">' + rate(t, "dead").toFixed(1) + "</td></tr>").join("") + "</table>";
+    '<table><tr><th>task</th>' + LIVE_STATES.map((c) => '<th class="num" title="' + LIVE_TITLES[c] + '">' + c + "</th>").join("") + '<th class="num">completed/s</th><th class="num">dead/s</th></tr>' +
+    tasks.map((t) => '<tr data-task="' + esc(t) + '"><td>' + esc(t) + "</td>" + LIVE_STATES.map((c) => '<td class="num" data-col="' + c + '">' + live(t, c) + "</td>").join("") + '<td class="num">' + rate(t, "completed").toFixed(1) + '</td><td class="num">' + rate(t, "dead").toFixed(1) + "</td></tr>").join("") + "</table>";
   $("history").innerHTML = tasks.map((t) => {
-    const pending = history.map((h) => h.tasks[t]?.pending ?? 0);
+    const ready = history.map((h) => h.tasks[t]?.ready ?? 0);
     const done = history.map((h) => h.tasks[t]?.done ?? 0);
-    return "<div><b>" + esc(t) + '</b> <span class="muted">pending (max ' + Math.max(...pending) + ")</span><br>" + spark(pending, Math.max(...pending)) +
+    return "<div><b>" + esc(t) + '</b> <span class="muted">ready (max ' + Math.max(...ready) + ")</span><br>" + spark(ready, Math.max(...ready)) +
       '<br><span class="muted">completed per second (max ' + Math.max(...done).toFixed(1) + ")</span><br>" + spark(done, Math.max(...done)) + "</div>";
   }).join("") || '<p class="muted">no history yet</p>';
   $("workers").innerHTML = s.workers.length === 0 ? '<p class="muted">no worker has written a heartbeat</p>' : s.workers.map((w) => {

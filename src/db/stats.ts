@@ -1,12 +1,25 @@
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { runStatement } from "./statement.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
-import type { JobStatus } from "./job-row.ts";
 import { completionRates, handlerCoverage, type CompletionRate, type HandlerCoverage } from "./workers.ts";
 
+/**
+ * A job's state as an operator asks about it: a pending job is `ready` (its run_at has come: it
+ * runs as soon as a worker has a slot), `scheduled` (a run_at the enqueue asked for is still ahead)
+ * or `retrying` (an attempt failed and its backoff is still running). Counting the three as one
+ * "pending" made a queue of delayed jobs look stuck.
+ */
+export type LiveState = "ready" | "scheduled" | "retrying" | "processing";
+export type JobState = LiveState | "completed" | "dead" | "cancelled";
+
+// The one place that splits `pending`. attempts > 0 marks a failed attempt behind the wait: every
+// path that puts a job back without a failure (a drain's release, an operator's retry, a
+// replacing enqueue) sets run_at = now() or resets attempts, so a later run_at with attempts is a backoff.
+const STATE = `CASE WHEN status <> 'pending' THEN status WHEN run_at <= now() THEN 'ready' WHEN attempts > 0 THEN 'retrying' ELSE 'scheduled' END`;
+
 export interface QueueStats {
-  /** Jobs per task and status. */
-  counts: Array<{ type: string; status: JobStatus; count: number }>;
+  /** Jobs per task and state (pending ones split into ready, scheduled and retrying). */
+  counts: Array<{ type: string; state: JobState; count: number }>;
   /** Age of the oldest pending job that is ready to run, in seconds; null when none. */
   oldestReadyAgeSeconds: number | null;
   /** The most recently dead jobs, for an operator's first look. */
@@ -21,7 +34,7 @@ export interface QueueStats {
 }
 
 const countsSql = perSchema(
-  (schema) => `SELECT type, status, count(*)::int AS count FROM ${schema}.jobs GROUP BY type, status ORDER BY type, status`,
+  (schema) => `SELECT type, ${STATE} AS state, count(*)::int AS count FROM ${schema}.jobs GROUP BY 1, 2 ORDER BY 1, 2`,
 );
 
 // Served by the claim index (pending rows only); run_at <= now() is the "ready" part.
@@ -47,17 +60,17 @@ export const queueStats = async (db: Queryable, options: StatementOptions & { de
   return { counts: counts.rows, oldestReadyAgeSeconds: oldest.rows[0]?.age ?? null, recentDead: dead.rows, handlers, completedPerSecond };
 };
 
-/** Live jobs (pending and processing) per task and status: the queue-depth gauge's one query. */
+/** Live jobs per task and state (ready, scheduled, retrying, processing): the queue-depth gauge's one query. */
 export interface QueueDepthRow {
   type: string;
-  status: "pending" | "processing";
+  state: LiveState;
   count: number;
 }
 
 // Both statuses have a partial index (the claim's and the sweep's), so no finished row is read.
 const depthSql = perSchema(
   (schema) =>
-    `SELECT type, status, count(*)::int AS count FROM ${schema}.jobs WHERE status IN ('pending', 'processing') GROUP BY type, status ORDER BY type, status`,
+    `SELECT type, ${STATE} AS state, count(*)::int AS count FROM ${schema}.jobs WHERE status IN ('pending', 'processing') GROUP BY 1, 2 ORDER BY 1, 2`,
 );
 
 export const queueDepth = async (db: Queryable, options: StatementOptions = {}): Promise<QueueDepthRow[]> =>

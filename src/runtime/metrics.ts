@@ -15,7 +15,7 @@
 // | picket.job.pickup_delay (s) | picket_job_pickup_delay_seconds | histogram | destination |
 // | messaging.client.operation.duration (s) | messaging_client_operation_duration_seconds | histogram | messaging.operation.name, error.type |
 // | picket.jobs.held | picket_jobs_held | gauge | destination, picket.state (running, waiting) |
-// | picket.queue.depth | picket_queue_depth | gauge | destination, picket.status (pending, processing) |
+// | picket.queue.depth | picket_queue_depth | gauge | destination, picket.state (ready, scheduled, retrying, processing) |
 //
 // Every metric also carries messaging.system = "picket".
 import { metrics as otel, type Attributes, type MeterProvider, ValueType } from "@opentelemetry/api";
@@ -88,8 +88,8 @@ export class WorkerMetrics {
     meter.createObservableGauge("picket.jobs.held", { description: "Jobs this worker holds: running, or waiting in its buffer for a slot", unit: "{job}", valueType: ValueType.INT }).addCallback((result) => {
       for (const [state, counts] of Object.entries(this.heldSource())) for (const [type, n] of counts) result.observe(n, this.attributes(type, { "picket.state": state }));
     });
-    meter.createObservableGauge("picket.queue.depth", { description: "Live jobs in the table, by task and status", unit: "{job}", valueType: ValueType.INT }).addCallback(async (result) => {
-      for (const row of await this.depth()) result.observe(row.count, this.attributes(row.type, { "picket.status": row.status }));
+    meter.createObservableGauge("picket.queue.depth", { description: "Live jobs in the table, by task and state: ready, scheduled, retrying, processing", unit: "{job}", valueType: ValueType.INT }).addCallback(async (result) => {
+      for (const row of await this.depth()) result.observe(row.count, this.attributes(row.type, { "picket.state": row.state }));
     });
 
     const heldSource = () => this.heldSource();
@@ -120,13 +120,13 @@ export class WorkerMetrics {
     });
     new Gauge({
       name: "picket_queue_depth",
-      help: "Live jobs in the table, by task and status",
-      labelNames: ["messaging_system", "messaging_destination_name", "picket_status"],
+      help: "Live jobs in the table, by task and state: ready, scheduled, retrying, processing",
+      labelNames: ["messaging_system", "messaging_destination_name", "picket_state"],
       registers,
       async collect() {
         const rows = await depth();
         this.reset();
-        for (const row of rows) this.set({ messaging_system: SYSTEM, messaging_destination_name: row.type, picket_status: row.status }, row.count);
+        for (const row of rows) this.set({ messaging_system: SYSTEM, messaging_destination_name: row.type, picket_state: row.state }, row.count);
       },
     });
   }
