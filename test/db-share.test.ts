@@ -38,7 +38,8 @@ const project = async () => {
   const worker = () => {
     const handle = { pid: 0, output: () => "" };
     const running: Promise<Run> = picket(["worker", "--tasks", HELLO], { cwd, env: { DATABASE_URL: undefined }, onStart: (p, o) => ((handle.pid = p), (handle.output = o)) });
-    workers.push(handle.pid);
+    // handle.pid stays 0 when the spawn failed: nothing to kill (kill(0) would signal this run's own process group).
+    if (handle.pid > 0) workers.push(handle.pid);
     return { handle, running };
   };
   return { cwd, dataDir, run, worker };
@@ -259,6 +260,11 @@ describe("a server a worker started for itself", () => {
 });
 
 describe("a pid left in a file", () => {
+  it("reads as gone when it is 0 or below: kill(0) would reach this very process group, kill(-n) another group", () => {
+    for (const pid of [0, -1, -process.pid, Number.NaN, 1.5]) expect(isAlive(pid)).toBe(false);
+    expect(isAlive(process.pid)).toBe(true);
+  });
+
   it("reads as gone when its process is a zombie nobody reaps (as a server whose parent exited can be in a container)", async () => {
     // `sleep 30` takes over the shell's process and never waits for the shell's child: it stays a zombie.
     const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] });

@@ -4,6 +4,9 @@ import { readFileSync } from "node:fs";
 
 /** Whether a process exists: one of another user (EPERM) does; a zombie nobody reaped does not. */
 export const isAlive = (pid: number): boolean => {
+  // kill(0) and kill(-n) signal process groups, the caller's own for 0: a pid of 0 (a process that
+  // never started, a field never filled) must read as gone, not as this very process group.
+  if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
   } catch (error) {
