@@ -7,6 +7,7 @@
 // packet carrying session settings, as a production PgBouncer does, and the tests can see picket
 // turn that refusal into a clear error.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { accessSync, constants } from "node:fs";
 import { chmod, chown, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -15,7 +16,10 @@ import pg from "pg";
 import { freePort } from "./ports.ts";
 
 export interface PgBouncer {
-  /** The same database, user and password as the URL it fronts, through PgBouncer. */
+  /**
+   * The same database and user as the URL it fronts, through PgBouncer; the same password too, or,
+   * when that URL has none (a server that trusts loopback connections), PgBouncer's own.
+   */
   url: string;
   port: number;
   /** Server connections PgBouncer opens per database and user (`default_pool_size`). */
@@ -170,9 +174,13 @@ export const startPgBouncer = async (postgresUrl: string, options: PgBouncerOpti
   const user = runAs();
   const dir = await mkdtemp(path.join(tmpdir(), "picket-pgbouncer-"));
   try {
-    // PgBouncer uses the plain password both to check its clients (SCRAM) and to log in to the server.
+    // PgBouncer uses the plain password both to check its clients (SCRAM) and to log in to the
+    // server. A URL without one (DATABASE_URL on a server that trusts loopback connections) gets a
+    // password of PgBouncer's own: SCRAM cannot check a client against an empty password, and such
+    // a server asks PgBouncer for none. A server that does ask needs its password in the URL.
+    const password = decodeURIComponent(target.password) || randomBytes(12).toString("hex");
     const userlist = path.join(dir, "userlist.txt");
-    await writeFile(userlist, `${quoted(decodeURIComponent(target.username))} ${quoted(decodeURIComponent(target.password))}\n`, { mode: 0o600 });
+    await writeFile(userlist, `${quoted(decodeURIComponent(target.username))} ${quoted(password)}\n`, { mode: 0o600 });
     if (user) {
       await chown(dir, user.uid, user.gid);
       await chown(userlist, user.uid, user.gid);
@@ -192,6 +200,8 @@ export const startPgBouncer = async (postgresUrl: string, options: PgBouncerOpti
       const url = new URL(postgresUrl);
       url.hostname = "127.0.0.1";
       url.port = String(port);
+      // The URL's own password is kept as written; PgBouncer's own (hex) needs no encoding.
+      if (url.password === "") url.password = password;
       // A vitest worker that exits without afterAll still takes its PgBouncer down.
       const onProcessExit = () => child.kill("SIGKILL");
       process.once("exit", onProcessExit);
@@ -201,7 +211,12 @@ export const startPgBouncer = async (postgresUrl: string, options: PgBouncerOpti
         process.off("exit", onProcessExit);
         await stopChild(child);
         if (attempt < 3 && /address already in use/i.test(log())) continue;
-        throw error;
+        if (target.password !== "" || !(error instanceof Error)) throw error;
+        throw new Error(
+          `${error.message}\nThe URL PgBouncer fronts has no password, so PgBouncer logged in to the server with a password of its own: ` +
+            "if the server asks for one, put it in the URL (DATABASE_URL), or let the server trust loopback connections.",
+          { cause: error },
+        );
       }
       let stopped: Promise<void> | undefined;
       return {
