@@ -10,6 +10,11 @@ const tables = `
   -- Named so that the child sorts before its parent: filling them one by one in name order would
   -- break the key, and RESTRICT (checked at once, never deferred) refuses emptying the parent first.
   CREATE TABLE a_child (id int PRIMARY KEY, parent_id int NOT NULL REFERENCES b_parent (id) ON DELETE RESTRICT, note text);
+  -- And a grandchild that sorts after both: emptying them one by one in name order would break its key.
+  CREATE TABLE z_note (child_id int NOT NULL REFERENCES a_child (id) ON DELETE RESTRICT);
+  -- A table inherited by another: each is copied and put back as itself, never its rows twice.
+  CREATE TABLE events (what text NOT NULL);
+  CREATE TABLE events_archived () INHERITS (events);
   CREATE TABLE counted (id bigserial PRIMARY KEY, fixed bigint GENERATED ALWAYS AS IDENTITY, n int NOT NULL, twice int GENERATED ALWAYS AS (n * 2) STORED);
   CREATE TABLE audit (what text NOT NULL);
   CREATE FUNCTION audit_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO audit VALUES ('inserted ' || NEW.name); RETURN NEW; END $$;
@@ -30,6 +35,8 @@ const state = async () => ({
   counted: await q("SELECT * FROM counted ORDER BY id"),
   audit: await q("SELECT * FROM audit ORDER BY what"),
   orders: await q("SELECT tableoid::regclass::text AS part, id FROM shop.orders ORDER BY id"),
+  notes: await q("SELECT * FROM z_note"),
+  events: await q("SELECT tableoid::regclass::text AS part, what FROM events ORDER BY what"),
 });
 
 describe("a snapshot of the user's tables", () => {
@@ -37,6 +44,8 @@ describe("a snapshot of the user's tables", () => {
     await db.pool.query(`
       INSERT INTO b_parent VALUES (1, NULL, 'ada'), (2, 1, 'grace');
       INSERT INTO a_child VALUES (10, 2, 'first');
+      INSERT INTO z_note VALUES (10);
+      INSERT INTO events VALUES ('started'); INSERT INTO events_archived VALUES ('archived');
       INSERT INTO counted (n) VALUES (1), (2);
       INSERT INTO shop.orders VALUES ('a')`);
   });
@@ -45,11 +54,12 @@ describe("a snapshot of the user's tables", () => {
     const before = await state();
     const snapshot = await snapshotTables(db.pool, ["picket"]);
     try {
-      expect(snapshot.tables).toEqual(["public.a_child", "public.audit", "public.b_parent", "public.counted", "shop.orders"]);
+      expect(snapshot.tables).toEqual(["public.a_child", "public.audit", "public.b_parent", "public.counted", "public.events", "public.events_archived", "public.z_note", "shop.orders"]);
       await db.pool.query(`
         INSERT INTO b_parent VALUES (3, 2, 'alan');
         UPDATE b_parent SET name = 'ADA' WHERE id = 1;
-        DELETE FROM a_child; INSERT INTO a_child VALUES (11, 3, 'second');
+        DELETE FROM z_note; DELETE FROM a_child; INSERT INTO a_child VALUES (11, 3, 'second');
+        INSERT INTO events_archived VALUES ('later');
         INSERT INTO counted (n) VALUES (3); DELETE FROM counted WHERE n = 1;
         INSERT INTO shop.orders VALUES ('b')`);
       const job = await enqueueJob(db.pool, { type: "snapshot.untouched" });
@@ -73,7 +83,7 @@ describe("a snapshot of the user's tables", () => {
     expect(audit).toEqual([{ what: "inserted ada" }, { what: "inserted grace" }]);
     const snapshot = await snapshotTables(db.pool, ["picket"]);
     try {
-      await db.pool.query("DELETE FROM a_child; DELETE FROM b_parent");
+      await db.pool.query("DELETE FROM z_note; DELETE FROM a_child; DELETE FROM b_parent");
       await snapshot.restore();
       // Putting ada and grace back is not inserting them: the audit table holds what it held.
       expect(await q("SELECT what FROM audit ORDER BY what")).toEqual(audit);
@@ -96,7 +106,7 @@ describe("a snapshot of the user's tables", () => {
       await other.query("BEGIN");
       await other.query("SELECT * FROM counted FOR UPDATE");
       await expect(snapshot.restore()).rejects.toThrow(
-        /^picket\/testing: checkTask puts your tables \(public\.a_child, .*\) back as they were before each path, and could not: .*lock.*a lock wait means an earlier path's handler still holds a transaction open\. .*restoreTables: false/,
+        /^picket\/testing: checkTask puts your tables \(public\.a_child, .*\) back as they were before each path, and could not: picket: statement .* did not finish within 500 ms \(a lock held by another session.*\); it was cancelled\. It needs .*a lock wait means an earlier path's handler still holds a transaction open\. .*restoreTables: false/,
       );
       await other.query("ROLLBACK");
       await snapshot.restore();

@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { PicketError } from "./errors.ts";
 import type { StatementOptions } from "./queryable.ts";
-import { DEFAULT_STATEMENT_TIMEOUT_MS, runStatement } from "./statement.ts";
+import { runStatement } from "./statement.ts";
 
 interface TableRow {
   name: string;
@@ -59,8 +59,8 @@ const sequencesSql = `
   WHERE s.schemaname <> ALL ($1::text[]) AND s.schemaname NOT IN ('pg_catalog', 'information_schema') AND s.schemaname NOT LIKE 'pg\\_%'
     AND NOT EXISTS (SELECT 1 FROM pg_depend AS d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')`;
 
-/** A number spliced into SQL text: only digits (and a sign) get through. */
-const checkedInteger = (value: number | string): string => {
+/** A sequence's position spliced into SQL text: only digits (and a sign) get through. */
+const checkedInteger = (value: string): string => {
   if (!/^-?[0-9]{1,19}$/.test(String(value))) throw new Error(`picket/testing: not an integer: ${JSON.stringify(value)}`);
   return String(value);
 };
@@ -103,11 +103,7 @@ export const snapshotTables = async (db: pg.Pool, excludeSchemas: readonly strin
   const target = (t: TableRow) => `${t.only ? "ONLY " : ""}${t.name}`;
   const triggers = (state: "DISABLE" | "ENABLE") =>
     tables.flatMap((t) => t.triggers.map((tr) => `ALTER TABLE ${t.name} ${state === "ENABLE" ? `ENABLE ${tr.enable}` : "DISABLE"} TRIGGER ${tr.name}`));
-  const timeoutMs = options.timeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const restoreSql = [
-    // A lock another session holds (a handler's transaction left open) fails the restore instead
-    // of hanging it. timeoutMs is a checked integer (milliseconds, the setting's unit).
-    `SET LOCAL lock_timeout = ${checkedInteger(timeoutMs)}`,
     // The user's triggers are off meanwhile: putting a row back is not a new event.
     ...triggers("DISABLE"),
     // Each of these is one statement, so foreign keys between the tables are checked once all of
@@ -129,11 +125,13 @@ export const snapshotTables = async (db: pg.Pool, excludeSchemas: readonly strin
   return {
     tables: tables.map((t) => t.name),
     restore: async () => {
+      // Bounded as every statement is (options.timeoutMs, 10 s by default, then cancelled on the
+      // server): a lock another session holds (a handler's transaction left open) fails it.
       try {
-        await runStatement(db, { text: restoreSql }, { ...options, timeoutMs });
+        await runStatement(db, { text: restoreSql }, options);
       } catch (error) {
         throw new PicketError(
-          `picket/testing: checkTask puts your tables (${tables.map((t) => t.name).join(", ")}) back as they were before each path, and could not: ${(error as Error).message}. ` +
+          `picket/testing: checkTask puts your tables (${tables.map((t) => t.name).join(", ")}) back as they were before each path, and could not: ${(error as Error).message.replace(/\.+$/, "")}. ` +
             `It needs the test's database role to own them (DELETE, ALTER TABLE ... TRIGGER); a lock wait means an earlier path's handler still holds a transaction open. ` +
             `To run the paths on shared tables instead, pass restoreTables: false (and give each path a payload of its own: payload: ({ index }) => ...).`,
           { cause: error },
