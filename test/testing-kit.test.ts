@@ -11,6 +11,7 @@ import {
   checkTask,
   createTestDatabase,
   expectEnqueued,
+  formatReport,
   judgePath,
   matchesPartially,
   runUntilIdle,
@@ -390,6 +391,10 @@ describe("checkTask on a task whose effect is counted by a key of its payload", 
     expect(crash[1]).toMatch(/^  measured: effect\(\{ id: "(\d+)", idempotencyKey: "picket:picket:\1", payload: \{"orderId":"order-7"\} \}\), once the job had completed$/);
     expect(crash[2]).toBe("  the path: the worker crashed after step 1 (another worker took the job over); the job was run 2 times (1st fenced, 2nd completed)");
     expect(crash[3]).toMatch(/^  the path started from your tables as the clean run found them, so 2 is this job's own doing: .*inside ctx\.step, or keyed by ctx\.idempotencyKey or a key from the payload/);
+    // In the report, the lines of one problem stay under their path.
+    expect(formatReport(report)).toContain(
+      `\n  FAIL ${taken[0]}\n         not idempotent: expected 1 (what idempotent.effect measures after one clean run), observed 2 after this path\n           measured: effect(`,
+    );
     expect(report.paths[2]!.problems.join("\n")).toContain("\n  the path: the handler completed, then its outcome write failed; the job was run 2 times (1st abandoned, 2nd completed)\n");
   });
 

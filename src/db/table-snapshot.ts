@@ -30,7 +30,8 @@ interface SequenceRow {
 }
 
 // The user's tables: every plain or partitioned table (partitions come with their parent) outside
-// the excluded schemas, the system's, and extensions'. Names come quoted by the server.
+// the excluded schemas, the system's, extensions' and snapshots' (one a crashed check left behind).
+// Names come quoted by the server.
 const tablesSql = `
   SELECT format('%I.%I', n.nspname, c.relname) AS name,
          c.relkind = 'r' AS only,
@@ -45,6 +46,7 @@ const tablesSql = `
   JOIN pg_namespace AS n ON n.oid = c.relnamespace
   WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relpersistence <> 't'
     AND n.nspname <> ALL ($1::text[]) AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'
+    AND n.nspname NOT LIKE 'picket\\_check\\_%'
     AND NOT EXISTS (SELECT 1 FROM pg_depend AS d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
   ORDER BY 1`;
 
@@ -57,6 +59,7 @@ const sequencesSql = `
   JOIN pg_namespace AS n ON n.nspname = s.schemaname
   JOIN pg_class AS c ON c.relnamespace = n.oid AND c.relname = s.sequencename
   WHERE s.schemaname <> ALL ($1::text[]) AND s.schemaname NOT IN ('pg_catalog', 'information_schema') AND s.schemaname NOT LIKE 'pg\\_%'
+    AND s.schemaname NOT LIKE 'picket\\_check\\_%'
     AND NOT EXISTS (SELECT 1 FROM pg_depend AS d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')`;
 
 /** A sequence's position spliced into SQL text: only digits (and a sign) get through. */
@@ -80,8 +83,8 @@ export interface TableSnapshot {
  */
 export const snapshotTables = async (db: pg.Pool, excludeSchemas: readonly string[], options: StatementOptions = {}): Promise<TableSnapshot> => {
   const copySchema = `picket_check_${randomBytes(5).toString("hex")}`;
-  const tables = (await runStatement<TableRow>(db, { text: tablesSql, values: [[...excludeSchemas, copySchema]] }, options)).rows;
-  const sequences = (await runStatement<SequenceRow>(db, { text: sequencesSql, values: [[...excludeSchemas, copySchema]] }, options)).rows;
+  const tables = (await runStatement<TableRow>(db, { text: tablesSql, values: [excludeSchemas] }, options)).rows;
+  const sequences = (await runStatement<SequenceRow>(db, { text: sequencesSql, values: [excludeSchemas] }, options)).rows;
   await runStatement(db, { text: `CREATE SCHEMA ${copySchema}` }, options);
   const filled: Array<{ table: TableRow; copy: string }> = [];
   try {
