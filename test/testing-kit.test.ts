@@ -11,6 +11,7 @@ import {
   checkTask,
   createTestDatabase,
   expectEnqueued,
+  formatReport,
   judgePath,
   matchesPartially,
   runUntilIdle,
@@ -232,7 +233,7 @@ describe("checkTask", () => {
         "kit.charge-careless: LEASE_LOST => fenced [at the handler's start; the handler goes on]",
       ]),
     );
-    for (const path of failed) expect(path.problems.join("\n")).toMatch(/^not idempotent: one clean run has the effect 1, but this path .* has 2$/);
+    for (const path of failed) expect(path.problems.join("\n")).toMatch(/^not idempotent: expected 1 \(what idempotent.effect measures after one clean run\), observed 2 after this path\n/);
     expect(report.paths.find((p) => p.name === "kit.charge-careless: STEP_RECORDED > done:handler > done:write(completed) => done")).toMatchObject({ status: "passed", outcome: "completed", reruns: [] });
     // And by default it throws, naming the failed paths.
     await expect(checkTask(careless, { db: db.pool, payload: { amount: 5 }, idempotent: { effect } })).rejects.toThrow(
@@ -316,6 +317,108 @@ describe("checkTask", () => {
   });
 });
 
+describe("checkTask on a task whose effect is counted by a key of its payload", () => {
+  beforeAll(async () => {
+    await db.pool.query("CREATE TABLE order_charges (order_id text NOT NULL, job_id bigint NOT NULL); CREATE TABLE order_paid (order_id text PRIMARY KEY, job_id bigint NOT NULL)");
+  });
+  const order = { orderId: "order-7" };
+  // What a job did to the world, as a user counts it: the charges of the payload's order.
+  const chargesOfOrder = async ({ payload }: { payload: { orderId: string } }) =>
+    (await db.pool.query("SELECT count(*)::int AS n FROM order_charges WHERE order_id = $1", [payload.orderId])).rows[0].n;
+  const chargeOnce = defineTask<{ orderId: string }>({
+    name: "kit.order-charge-step",
+    handler: async ({ orderId }, ctx) => {
+      await ctx.step("charge", async () => (await db.pool.query("INSERT INTO order_charges VALUES ($1, $2)", [orderId, ctx.job.id]), "charged"));
+      await ctx.step("receipt", () => "sent");
+      return "charged";
+    },
+  });
+
+  it("passes a handler that charges once per job: the charges of earlier paths' jobs for the same order do not add up", async () => {
+    const report = await checkTask(chargeOnce, { db: db.pool, payload: order, idempotent: { effect: chargesOfOrder } });
+    expect(report.failed).toBe(0);
+    expect(report.passed).toBeGreaterThan(40);
+    // checkTask leaves the tables as it found them.
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM order_charges")).rows).toEqual([{ n: 0 }]);
+  });
+
+  it("passes a handler idempotent by the order, which meets the order unpaid on every path as the clean run did", async () => {
+    const payOnce = defineTask<{ orderId: string }>({
+      name: "kit.order-pay-on-conflict",
+      handler: async ({ orderId }, ctx) => {
+        await db.pool.query("INSERT INTO order_paid VALUES ($1, $2) ON CONFLICT (order_id) DO NOTHING", [orderId, ctx.job.id]);
+        await ctx.step("receipt", () => "sent");
+        return "paid";
+      },
+    });
+    // The order was paid by this path's job: 1 on a path that starts from an unpaid order.
+    const paidByThisJob = async ({ id, payload }: { id: string; payload: { orderId: string } }) =>
+      (await db.pool.query("SELECT count(*)::int AS n FROM order_paid WHERE order_id = $1 AND job_id = $2", [payload.orderId, id])).rows[0].n;
+    const report = await checkTask(payOnce, { db: db.pool, payload: order, idempotent: { effect: paidByThisJob } });
+    expect(report.failed).toBe(0);
+    expect(report.baseline.effect).toBe(1);
+  });
+
+  it("still fails a handler that charges the order again when it runs again, and says what it counted", async () => {
+    const chargeAgain = defineTask<{ orderId: string }>({
+      name: "kit.order-charge-again",
+      handler: async ({ orderId }, ctx) => {
+        await db.pool.query("INSERT INTO order_charges VALUES ($1, $2)", [orderId, ctx.job.id]);
+        await ctx.step("receipt", () => "sent");
+        return "charged";
+      },
+    });
+    const taken = [
+      "kit.order-charge-again: STEP_RECORDED > LEASE_LOST => fenced [crash after step 1: the worker is gone]",
+      "kit.order-charge-again: STEP_RECORDED > done:handler > done:write(completed) => done",
+      "kit.order-charge-again: STEP_RECORDED > done:handler > error:write => abandoned",
+    ];
+    const report = await checkTask(chargeAgain, {
+      db: db.pool,
+      payload: order,
+      idempotent: { effect: chargesOfOrder },
+      only: (name) => taken.includes(name),
+      throwOnFailure: false,
+    });
+    // The clean path charges once, like the clean run; every path that runs the job again charges twice.
+    expect(report.paths.map((p) => [p.name, p.status])).toEqual([
+      [taken[0], "failed"],
+      [taken[1], "passed"],
+      [taken[2], "failed"],
+    ]);
+    const crash = report.paths[0]!.problems.join("\n").split("\n");
+    expect(crash[0]).toBe("not idempotent: expected 1 (what idempotent.effect measures after one clean run), observed 2 after this path");
+    expect(crash[1]).toMatch(/^  measured: effect\(\{ id: "(\d+)", idempotencyKey: "picket:picket:\1", payload: \{"orderId":"order-7"\} \}\), once the job had completed$/);
+    expect(crash[2]).toBe("  the path: the worker crashed after step 1 (another worker took the job over); the job was run 2 times (1st fenced, 2nd completed)");
+    expect(crash[3]).toMatch(/^  the path started from your tables as the clean run found them, so 2 is this job's own doing: .*inside ctx\.step, or keyed by ctx\.idempotencyKey or a key from the payload/);
+    // In the report, the lines of one problem stay under their path.
+    expect(formatReport(report)).toContain(
+      `\n  FAIL ${taken[0]}\n         not idempotent: expected 1 (what idempotent.effect measures after one clean run), observed 2 after this path\n           measured: effect(`,
+    );
+    expect(report.paths[2]!.problems.join("\n")).toContain("\n  the path: the handler completed, then its outcome write failed; the job was run 2 times (1st abandoned, 2nd completed)\n");
+  });
+
+  it("with restoreTables: false runs every path on the tables the paths before it left: a payload per path keeps them apart", async () => {
+    const only = (name: string) => name === "kit.order-charge-step: STEP_RECORDED > timeout > done:write(pending) => done [after step 1]";
+    const shared = await checkTask(chargeOnce, { db: db.pool, payload: order, idempotent: { effect: chargesOfOrder }, restoreTables: false, only, throwOnFailure: false });
+    expect(shared.failed).toBe(1);
+    expect(shared.paths.find((p) => p.status === "failed")!.problems[0]).toMatch(
+      /observed 2 after this path\n[\s\S]*\n  your tables were not put back between paths \(restoreTables: false\), so unless effect counts by a key this path's payload alone holds, 2 includes what earlier paths did$/,
+    );
+    await db.pool.query("DELETE FROM order_charges");
+    const payloads: string[] = [];
+    const apart = await checkTask(chargeOnce, {
+      db: db.pool,
+      payload: ({ index }) => (payloads.push(`order-${index}`), { orderId: `order-${index}` }),
+      idempotent: { effect: chargesOfOrder },
+      restoreTables: false,
+      only,
+    });
+    expect(apart.failed).toBe(0);
+    expect(payloads).toEqual(["order--1", "order-0"]);
+  });
+});
+
 describe("checkTask's judgement of one path", () => {
   const row = { id: "1", status: "processing", attempts: 2, result: null, lastError: null, claimToken: "b" } as unknown as Job;
   const clean: PathObservation = {
@@ -329,7 +432,14 @@ describe("checkTask's judgement of one path", () => {
     rowBeforeWrite: null,
     claimedAttempts: 1,
     finalRow: row,
-    effect: { once: 1, here: 1 },
+    effect: {
+      once: 1,
+      here: 1,
+      job: { id: "7", idempotencyKey: "picket:picket:7", payload: { orderId: "o-1" } },
+      faults: "the worker crashed at the handler's start (another worker took the job over)",
+      runs: ["fenced", "completed"],
+      tablesRestored: true,
+    },
   };
 
   it("finds nothing wrong with a path that kept every guarantee", () => {
@@ -352,8 +462,16 @@ describe("checkTask's judgement of one path", () => {
   it("names a path that ended otherwise than the machine says, and an effect that differs", () => {
     expect(judgePath({ ...clean, outcome: "completed" })).toContain("the job ended completed; the machine names fenced for this path");
     expect(judgePath({ ...clean, observedStates: ["claimed", "running", "completing", "fenced"] })[0]).toMatch(/not along the path/);
-    expect(judgePath({ ...clean, effect: { once: 1, here: 2 } })).toEqual([
-      "not idempotent: one clean run has the effect 1, but this path (the job run again after the fault) has 2",
+    expect(judgePath({ ...clean, effect: { ...clean.effect!, here: 2 } })).toEqual([
+      [
+        "not idempotent: expected 1 (what idempotent.effect measures after one clean run), observed 2 after this path",
+        '  measured: effect({ id: "7", idempotencyKey: "picket:picket:7", payload: {"orderId":"o-1"} }), once the job had completed',
+        "  the path: the worker crashed at the handler's start (another worker took the job over); the job was run 2 times (1st fenced, 2nd completed)",
+        "  the path started from your tables as the clean run found them, so 2 is this job's own doing: running it again after the fault did not leave the effect of one run. " +
+          "Make the work happen once: inside ctx.step, or keyed by ctx.idempotencyKey or a key from the payload (INSERT ... ON CONFLICT DO NOTHING)",
+      ].join("\n"),
     ]);
+    // Values of any shape are shown as JSON, undefined too.
+    expect(judgePath({ ...clean, effect: { ...clean.effect!, once: { rows: ["a"] }, here: undefined } })[0]).toMatch(/^not idempotent: expected \{"rows":\["a"\]\} .*, observed undefined after this path\n/);
   });
 });

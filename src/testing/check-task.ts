@@ -15,6 +15,7 @@ import { renewLeases } from "../db/fenced.ts";
 import type { ClaimedJob, Job, JobId } from "../db/job-row.ts";
 import { DEFAULT_SCHEMA } from "../db/schema-name.ts";
 import { sweepExpiredClaims } from "../db/sweep.ts";
+import { snapshotTables } from "../db/table-snapshot.ts";
 import { allowWrites, expireClaim, listJobsOfType, makeDue, refuseWrites, stepRecords, type StepRecord } from "../db/testing.ts";
 import type { JobOutcome } from "../machines/job-machine.ts";
 import type { JobOutput } from "../runtime/job-runtime.ts";
@@ -46,15 +47,32 @@ export interface PathRun<P> {
 export interface CheckTaskOptions<P> {
   /** The test database (useTestDatabase / createTestDatabase); migrated. */
   db: pg.Pool;
-  /** A payload the task accepts; or one per path (so paths do not share what is keyed by payload). */
+  /**
+   * A payload the task accepts, given to the job of every path; or a function that gives each path
+   * a payload of its own, called with the path's index and name (index -1, name "baseline": the
+   * clean first run). Your tables are put back before each path anyway (restoreTables), so one
+   * payload serves most tasks; give one per path when the effect lives outside `db` (a fake
+   * mailer in memory, another database) and is counted by a key from the payload:
+   * `payload: ({ index }) => ({ orderId: "order-" + index })`.
+   */
   payload: P | ((path: { index: number; name: string }) => P);
+  /**
+   * Before each path, put every table of `db` outside picket's schema back as it was before the
+   * clean first run (rows and sequences; your triggers do not fire), so each path's effect is its
+   * own: a handler idempotent by a key from its payload meets the key fresh, and rows of earlier
+   * paths do not add up. The tables are put back once more at the end. Default true; false runs
+   * every path on the tables as the paths before it left them (then give each path its own
+   * payload). Needs the test's role to own the tables.
+   */
+  restoreTables?: boolean;
   /** A payload the task's schema refuses, for the path that checks it; default null. */
   invalidPayload?: unknown;
   /**
    * The property most tasks need: after a fault, running the job again (as picket will) has the
    * effect of running it once. `effect(job)` returns what the job did to the world, as a value
-   * compared with deep equality (say, the rows it wrote, counted by job id or idempotency key);
-   * each path's value, once its job completed, must equal a clean run's.
+   * compared with deep equality (say, the rows it wrote, counted by job id, idempotency key or a
+   * key of the payload, such as an order id); each path's value, once its job completed, must
+   * equal a clean run's. Each path starts from the tables the clean run started from (restoreTables).
    */
   idempotent?: { effect: (job: CheckedJob<P>) => unknown };
   /** Your own check, called after each path (throw to fail it). */
@@ -84,7 +102,7 @@ export interface PathReport {
   outcome?: JobOutcome;
   /** The outcomes of the runs that finished the job after the path (a retry, another worker's run). */
   reruns?: JobOutcome[];
-  /** What went wrong, one line each. */
+  /** What went wrong, one entry each (the idempotency check's spans four lines). */
   problems: string[];
 }
 
@@ -201,7 +219,23 @@ export interface PathObservation {
   claimedAttempts: number;
   finalRow: Job;
   /** The user's effect after a clean run and after this path (once its job completed). */
-  effect: { once: unknown; here: unknown } | null;
+  effect: EffectSeen | null;
+}
+
+/** What the idempotency check measured on one path, so its failure can say what was counted. */
+export interface EffectSeen {
+  /** What idempotent.effect returned after one clean run: the value every path must match. */
+  once: unknown;
+  /** What it returned after this path, once the job completed. */
+  here: unknown;
+  /** What effect was asked about: this path's job. */
+  job: CheckedJob<unknown>;
+  /** The path's faults, in words (describeFaults). */
+  faults: string;
+  /** How each run of the job on this path ended: the faulted one first, then the runs that finished it. */
+  runs: JobOutcome[];
+  /** The path started from the tables the clean run started from (restoreTables). */
+  tablesRestored: boolean;
 }
 
 const expectedStatus: Partial<Record<JobOutcome, string>> = {
@@ -247,12 +281,52 @@ export const judgePath = (o: PathObservation): string[] => {
   if (o.outcome === "abandoned" && o.rowBeforeWrite !== null && !isDeepStrictEqual(o.finalRow, o.rowBeforeWrite)) {
     problems.push("the outcome write failed, yet the row changed");
   }
-  if (o.effect !== null && !isDeepStrictEqual(o.effect.here, o.effect.once)) {
-    problems.push(
-      `not idempotent: one clean run has the effect ${JSON.stringify(o.effect.once)}, but this path (the job run again after the fault) has ${JSON.stringify(o.effect.here)}`,
-    );
-  }
+  if (o.effect !== null && !isDeepStrictEqual(o.effect.here, o.effect.once)) problems.push(notIdempotent(o.effect));
   return problems;
+};
+
+const show = (value: unknown): string => JSON.stringify(value) ?? String(value);
+const ordinal = (n: number): string => `${n}${n % 100 >= 11 && n % 100 <= 13 ? "th" : (["th", "st", "nd", "rd"][n % 10] ?? "th")}`;
+
+/** The idempotency failure, in four lines: the two values, what was measured, the path, and why it counts. */
+const notIdempotent = (e: EffectSeen): string => {
+  const { once, here, job, runs } = e;
+  return [
+    `not idempotent: expected ${show(once)} (what idempotent.effect measures after one clean run), observed ${show(here)} after this path`,
+    `  measured: effect({ id: ${show(job.id)}, idempotencyKey: ${show(job.idempotencyKey)}, payload: ${show(job.payload)} }), once the job had completed`,
+    `  the path: ${e.faults}; the job was run ${runs.length} time${runs.length === 1 ? "" : "s"} (${runs.map((outcome, i) => `${ordinal(i + 1)} ${outcome}`).join(", ")})`,
+    e.tablesRestored
+      ? `  the path started from your tables as the clean run found them, so ${show(here)} is this job's own doing: running it again after the fault did not leave the effect of one run. ` +
+        `Make the work happen once: inside ctx.step, or keyed by ctx.idempotencyKey or a key from the payload (INSERT ... ON CONFLICT DO NOTHING)`
+      : `  your tables were not put back between paths (restoreTables: false), so unless effect counts by a key this path's payload alone holds, ${show(here)} includes what earlier paths did`,
+  ].join("\n");
+};
+
+const where = (afterStep: number): string => (afterStep === 0 ? "at the handler's start" : `after step ${afterStep}`);
+const faultWords: Record<RunningFault, (at: string) => string> = {
+  timeout: (at) => `the job timed out ${at}`,
+  leaseLost: (at) => `the worker lost its lease ${at} (another worker took the job over) and the handler went on`,
+  crash: (at) => `the worker crashed ${at} (another worker took the job over)`,
+  drain: (at) => `the drain deadline passed ${at} (the job was released)`,
+  leaseExpired: (at) => `the worker could not confirm its lease ${at}`,
+  cancel: (at) => `the job was cancelled ${at}`,
+};
+const writeWords: Record<Exclude<WriteFault, "apply">, string> = {
+  fenced: "its outcome write found another worker holding the job",
+  cancelled: "its outcome write found the job cancelled",
+  error: "its outcome write failed",
+};
+const endedWords: Record<Natural, string> = { succeed: "completed", fail: "failed", permanent: "failed permanently" };
+
+/** A path's faults in words, for a newcomer reading a failure: "the worker crashed after step 1 (…)". */
+const describeFaults = (s: Scenario): string => {
+  const first = s.invalid
+    ? "the task's schema refused the payload"
+    : s.fault !== null
+      ? faultWords[s.fault](where(s.afterStep))
+      : `the handler ${endedWords[s.natural ?? "succeed"]}${s.lastAttempt ? " on its last attempt" : ""}`;
+  if (s.write !== "apply") return `${first}, then ${writeWords[s.write]}`;
+  return s.fault === null && s.natural === "succeed" ? "no fault (the handler completed and its outcome was written)" : first;
 };
 
 const abortedWithin = (signal: AbortSignal, ms: number): Promise<boolean> =>
@@ -278,8 +352,10 @@ const CHECK_ATTEMPTS = 20;
  * write, a payload the schema refuses), each after every durable step the handler records.
  * Checks on each path that the job took the path, ended with the outcome the machine names, had
  * its handler's signal aborted when the machine left running, and wrote nothing after its claim
- * was lost; and your property (options.idempotent, options.property). Returns the report of every
- * path; throws an AssertionError naming the failed ones unless throwOnFailure is false.
+ * was lost; and your property (options.idempotent, options.property). Each path starts from your
+ * tables as the clean first run found them (options.restoreTables), so what one path did never
+ * counts on the next. Returns the report of every path; throws an AssertionError naming the
+ * failed ones unless throwOnFailure is false.
  *
  * The task's type must have no live job in the database while it runs (its jobs are claimed by
  * type). Isolated tasks (isolate) are not supported: their handlers run in a thread of their own.
@@ -299,6 +375,36 @@ export const checkTask = async <P>(task: Task<P, any>, options: CheckTaskOptions
       `picket/testing: checkTask claims jobs of "${task.name}" by type, and job ${live[0]!.id} of that type is ${live[0]!.status}; run checkTask where the task has no live job (a database of its own).`,
     );
   }
+  // Every path is compared with the clean run, so every path starts from the world the clean run
+  // started from: the tables as they are now, put back before each path and once more at the end.
+  const snapshot = options.restoreTables === false ? null : await snapshotTables(db, [schema]);
+  const leave = async (): Promise<void> => {
+    if (snapshot === null) return;
+    try {
+      await snapshot.restore();
+    } finally {
+      await snapshot.drop();
+    }
+  };
+  let result: CheckTaskReport;
+  try {
+    result = await walkPaths(task, options, async () => void (await snapshot?.restore()));
+  } catch (error) {
+    await leave().catch(() => undefined);
+    throw error;
+  }
+  await leave();
+  if (result.failed > 0 && options.throwOnFailure !== false) {
+    throw new AssertionError({ message: formatReport(result), actual: result.failed, expected: 0, operator: "checkTask" });
+  }
+  return result;
+};
+
+/** The clean run, then every path's scenarios, each after `beforePath`. */
+const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, beforePath: () => Promise<void>): Promise<CheckTaskReport> => {
+  const { db } = options;
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const so = { schema };
   const payloadFor = (index: number, name: string): P =>
     typeof options.payload === "function" ? (options.payload as (path: { index: number; name: string }) => P)({ index, name }) : options.payload;
   const clean = new TestRuntime({ db, tasks: [task], schema, ...(options.logger ? { logger: options.logger } : {}) });
@@ -368,6 +474,7 @@ export const checkTask = async <P>(task: Task<P, any>, options: CheckTaskOptions
     }
     for (const scenario of scenarios) {
       if (options.only && !options.only(scenario.name)) continue;
+      await beforePath();
       reports.push(await runScenario(scenario, index++));
     }
   }
@@ -537,8 +644,17 @@ export const checkTask = async <P>(task: Task<P, any>, options: CheckTaskOptions
       report.outcome = output.outcome;
       report.reruns = reruns.map((run) => run.outcome);
       const endRow = (await getJob(db, job.id, so))!;
-      const effect =
-        options.idempotent && baselineCompleted && endRow.status === "completed" ? { once: baselineEffect, here: await effectOf(job.id, payload as P) } : null;
+      const effect: EffectSeen | null =
+        options.idempotent && baselineCompleted && endRow.status === "completed"
+          ? {
+              once: baselineEffect,
+              here: await effectOf(job.id, payload as P),
+              job: { id: job.id, idempotencyKey: keyOf(job.id), payload },
+              faults: describeFaults(scenario),
+              runs: runs.map((run) => run.outcome),
+              tablesRestored: options.restoreTables !== false,
+            }
+          : null;
       report.problems.push(
         ...judgePath({
           expectedStates: scenario.states,
@@ -568,7 +684,7 @@ export const checkTask = async <P>(task: Task<P, any>, options: CheckTaskOptions
     return report;
   }
 
-  const result: CheckTaskReport = {
+  return {
     task: task.name,
     baseline: { outcome: baselineRuns.at(-1)!.outcome, steps, ...(options.idempotent && baselineCompleted ? { effect: baselineEffect } : {}) },
     paths: reports,
@@ -576,10 +692,6 @@ export const checkTask = async <P>(task: Task<P, any>, options: CheckTaskOptions
     failed: reports.filter((r) => r.status === "failed").length,
     skipped: reports.filter((r) => r.status === "skipped").length,
   };
-  if (result.failed > 0 && options.throwOnFailure !== false) {
-    throw new AssertionError({ message: formatReport(result), actual: result.failed, expected: 0, operator: "checkTask" });
-  }
-  return result;
 };
 
 /** The report as text: one line per path, the problems of failed ones under them. */
@@ -588,6 +700,6 @@ export const formatReport = (report: CheckTaskReport): string =>
     `checkTask("${report.task}"): ${report.passed} paths passed, ${report.failed} failed, ${report.skipped} skipped (the handler's clean run: ${report.baseline.outcome}, ${report.baseline.steps} step${report.baseline.steps === 1 ? "" : "s"})`,
     ...report.paths.flatMap((path) => [
       `  ${path.status === "passed" ? "ok  " : path.status === "failed" ? "FAIL" : "skip"} ${path.name}${path.reason ? ` (${path.reason})` : ""}`,
-      ...path.problems.map((problem) => `         ${problem}`),
+      ...path.problems.map((problem) => `         ${problem.replaceAll("\n", "\n         ")}`),
     ]),
   ].join("\n");

@@ -23,6 +23,7 @@ export {
   type CheckedJob,
   type CheckTaskOptions,
   type CheckTaskReport,
+  type EffectSeen,
   type PathObservation,
   type PathReport,
   type PathRun,
