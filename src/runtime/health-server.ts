@@ -1,16 +1,15 @@
-// The optional health server (@effect/platform-node). /health is 503 when a check fails: the
+// The optional health server (Effect's HTTP router on node:http, serve-fetch.ts). /health is 503 when a check fails: the
 // database does not answer a new connection, the poll loop is stuck, or a claim's lease has not
 // been confirmed for longer than a lease (renewals are failing). A worker busy with long jobs is
 // healthy: restarting it would only lose their work. /ready is 503 while draining, so a balancer
 // stops sending to it. /metrics serves the worker's metrics as Prometheus text.
-import { createServer, type Server } from "node:http";
-import { NodeHttpServer } from "@effect/platform-node";
+import type { Server } from "node:http";
 import * as Effect from "effect/Effect";
 import * as Layer from "effect/Layer";
-import * as Logger from "effect/Logger";
 import type { Logger as PinoLogger } from "./logger.ts";
 import { HttpRouter, HttpServerResponse } from "effect/http";
 import type { Registry } from "prom-client";
+import { serveFetchHandler } from "./serve-fetch.ts";
 
 /** One check: ok, or why not, in words an operator can act on. */
 export interface HealthCheck {
@@ -37,9 +36,8 @@ export interface HealthReport {
 }
 
 /**
- * Serves until interrupted; interrupting the returned Effect closes the port once its connections
- * are gone: call `closeAllConnections()` on the server handed to `created` first, or a client that
- * keeps a request half-sent holds the close (and stop()) for as long as Node lets it.
+ * Serves until interrupted; interrupting the returned Effect closes the port and every connection
+ * to it (a probe that keeps its request half-sent included), then returns.
  */
 export const startHealthServer = (
   options: { port: number; host: string },
@@ -58,14 +56,12 @@ export const startHealthServer = (
       ? []
       : [HttpRouter.add("GET", "/metrics", Effect.promise(() => registry.metrics()).pipe(Effect.map((text) => HttpServerResponse.text(text, { contentType: registry.contentType }))))]),
   );
-  // Requests are not logged: probes arrive every few seconds and would drown the job logs.
-  const server = () => {
-    const made = createServer();
-    created(made);
-    return made;
-  };
-  const app = HttpRouter.serve(routes, { disableLogger: true }).pipe(Layer.provide(NodeHttpServer.layer(server, { port: options.port, host: options.host })));
-  // The server's own messages ("Listening on ...") go to picket's logger, not to stdout.
-  const logs = Logger.layer([Logger.make(({ message }) => logger.debug({ component: "health" }, String(message)))]);
-  return Layer.launch(app.pipe(Layer.provide(logs)));
+  // Requests are not logged: probes arrive every few seconds and would drown the job logs. Where
+  // it listens is, at debug, under component "health" (port 0 picks one).
+  return serveFetchHandler(() => HttpRouter.toWebHandler(routes, { disableLogger: true }), {
+    port: options.port,
+    host: options.host,
+    created,
+    listening: (url) => logger.debug({ component: "health" }, `Listening on ${url}`),
+  });
 };
