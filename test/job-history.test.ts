@@ -73,8 +73,10 @@ describe("a job's history across operator retries", () => {
       "5: error: run 5 failed",
       "6: error: run 6 failed",
     ]);
-    // One time format, and in the order things happened.
-    for (const entry of shown.errors) expect(entry.at).toMatch(ISO_UTC);
+    // One time format, as stored (what a reader of the row sees) and as read, in the order things happened.
+    const stored: HistoryEntry[] = (await row(db.pool, job.id)).errors;
+    expect(stored.map((e) => e.at)).toEqual(shown.errors.map((e) => e.at));
+    for (const entry of stored) expect(entry.at).toMatch(ISO_UTC);
     const times = shown.errors.map((e) => Date.parse(e.at));
     expect(times).toEqual([...times].sort((a, b) => a - b));
     // Each failed attempt keeps its stack.
@@ -94,7 +96,14 @@ describe("a job's history across operator retries", () => {
       if (i === 0) await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [first!.id]);
     }
     expect((await row(db.pool, first!.id)).status).toBe("dead");
-    await retryDeadJob(db.pool, first!.id, { by: "bob" });
+    // From a session whose time zone is not UTC: the entry's time is still the instant, in UTC.
+    const kolkata = await db.connect();
+    try {
+      await kolkata.query("SET TIME ZONE 'Asia/Kolkata'");
+      await retryDeadJob(kolkata, first!.id, { by: "bob" });
+    } finally {
+      await kolkata.end();
+    }
     const [last] = await claimJobs(db.pool, "worker-b", [want("history-paths")]);
     expect(last).toMatchObject({ attempts: 1, maxAttempts: 2 });
     await deadLetterJobs(db.pool, [{ id: last!.id, token: last!.claimToken, error: "permanent: still no customer" }]);
@@ -108,6 +117,11 @@ describe("a job's history across operator retries", () => {
       "4: permanent: still no customer",
     ]);
     expect(shown).toMatchObject({ attempts: 1, priorAttempts: 3 });
+    const stored: HistoryEntry[] = (await row(db.pool, first!.id)).errors;
+    for (const entry of stored) {
+      expect(entry.at).toMatch(ISO_UTC);
+      expect(Math.abs(Date.parse(entry.at) - Date.now())).toBeLessThan(10 * 60_000);
+    }
   });
 
   it("records a cancel, of a pending job and of a running one, with who asked", async () => {
