@@ -6,12 +6,12 @@ import { claimed, row } from "./support/factory.ts";
 const db = useTestDatabase();
 
 describe("admin statements", () => {
-  it("retries a dead job with fresh attempts and keeps its error history", async () => {
+  it("retries a dead job with fresh attempts, keeps its history and records the retry in it", async () => {
     const [job] = await claimed(db.pool, "admin-dead");
     await deadLetterJobs(db.pool, [{ id: job!.id, token: job!.claimToken, error: "bad" }]);
     const result = await retryDeadJob(db.pool, job!.id);
     expect(result).toMatchObject({ outcome: "applied", job: { status: "pending", attempts: 0, finishedAt: null, lastError: "bad" } });
-    expect((await row(db.pool, job!.id)).errors).toHaveLength(1);
+    expect((await row(db.pool, job!.id)).errors).toEqual([expect.objectContaining({ attempt: 1, message: "bad" }), { at: expect.any(String), operator: "retry" }]);
     expect(await retryDeadJob(db.pool, job!.id)).toEqual({ outcome: "wrong_status", status: "pending" });
   });
 });

@@ -105,13 +105,20 @@ describe("the dashboard in a browser", () => {
       await page.fill("#token", TOKEN);
       await deadRow.locator("button").click();
       await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`retry job ${dead.id}: applied`);
-      // Run again by the worker: a second attempt, failed again, in the row's history.
-      await expect.poll(async () => (await row(db.pool, dead.id)).errors.length, { timeout: 10_000 }).toBe(2);
-      // A job's history: status, attempts, each error with its stack.
+      // Run again by the worker: the retry, then a second attempt, failed again, in the row's history.
+      await expect.poll(async () => (await row(db.pool, dead.id)).errors.length, { timeout: 10_000 }).toBe(3);
+      // A job's history: status, attempts, each error with its stack, numbered across the retry, which has its own line.
       await page.locator(`a.job[data-open="${dead.id}"]`).first().click();
       const detail = page.locator('[data-testid="detail"]');
       await detail.waitFor({ timeout: 5_000 });
       expect(await detail.textContent()).toMatch(/PermanentError: the card was declined/);
+      expect(await detail.textContent()).toMatch(/attempts1 of \d+ since the last retry, 2 in all/);
+      const stamp = "\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z";
+      expect(await detail.locator('[data-testid="history-attempt"]').allTextContents()).toEqual([
+        expect.stringMatching(new RegExp(`^attempt 1 · ${stamp}$`)),
+        expect.stringMatching(new RegExp(`^attempt 2 · ${stamp}$`)),
+      ]);
+      expect(await detail.locator('[data-testid="history-operator"]').allTextContents()).toEqual([expect.stringMatching(new RegExp(`^retried by dashboard · ${stamp}$`))]);
       if (process.env.PICKET_SCREENSHOTS === "1") await page.screenshot({ path: "docs/dashboard.png", fullPage: true });
       // A running job's history shows its recorded step; its cancel button stops it.
       await expect.poll(async () => (await jobSteps(db.pool, stepped.id)).length, { timeout: 5_000 }).toBe(1);

@@ -1,3 +1,4 @@
+import { hostname, userInfo } from "node:os";
 import type { Command } from "commander";
 import { cancelJob, getJob, jobSteps, listJobs, retryDeadJob, type AdminResult, type Job, type JobStatus } from "../db/index.ts";
 import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
@@ -5,6 +6,20 @@ import { integerOption, statementOptions, withDatabaseOptions, withPool, type Da
 /** A job not found may have completed: a worker deletes completed jobs unless it keeps them. */
 const missing = (id: string) =>
   `job ${id} does not exist (never enqueued, or completed: workers delete completed jobs unless keepCompleted; or removed by retention)`;
+
+/** The OS user running the command; a uid without a passwd entry (containers) has no name to read. */
+const osUser = (): string => {
+  try {
+    return userInfo().username;
+  } catch {
+    return process.env["USER"] ?? process.env["LOGNAME"] ?? `uid ${process.getuid?.() ?? "unknown"}`;
+  }
+};
+
+/** Who a retry or cancel names in the job's history: --by, else the OS user at this host. */
+const operator = (by: string | undefined): string => by ?? `${osUser()}@${hostname()}`.slice(0, 200);
+
+const byOption = ["--by <name>", "who the job's history names as asking (default: your OS user@host)"] as const;
 
 const report = (action: string, id: string, result: AdminResult, wanted: string): void => {
   if (result.outcome === "applied") {
@@ -37,9 +52,9 @@ export const jobsCommand = (program: Command): void => {
     );
     process.stdout.write(options.json ? `${JSON.stringify(found, null, 2)}\n` : formatJobList(found));
   });
-  withDatabaseOptions(jobs.command("retry").description("run a dead job again, with fresh attempts").argument("<id>")).action(
-    async (id: string, options: DatabaseOptions) =>
-      report("retried", id, await withPool(options, (pool) => retryDeadJob(pool, id, statementOptions(options))), "dead"),
+  withDatabaseOptions(jobs.command("retry").description("run a dead job again, with fresh attempts (its history records the retry)").argument("<id>").option(...byOption)).action(
+    async (id: string, options: DatabaseOptions & { by?: string }) =>
+      report("retried", id, await withPool(options, (pool) => retryDeadJob(pool, id, { ...statementOptions(options), by: operator(options.by) })), "dead"),
   );
   withDatabaseOptions(jobs.command("show").description("print a job's row and its recorded steps, as JSON").argument("<id>")).action(
     async (id: string, options: DatabaseOptions) => {
@@ -51,9 +66,11 @@ export const jobsCommand = (program: Command): void => {
       process.stdout.write(`${JSON.stringify(found, null, 2)}\n`);
     },
   );
-  withDatabaseOptions(jobs.command("cancel").description("cancel a pending or running job (a running one's handler is interrupted)").argument("<id>")).action(
-    async (id: string, options: DatabaseOptions) =>
-      report("cancelled", id, await withPool(options, (pool) => cancelJob(pool, id, statementOptions(options))), "pending or processing"),
+  withDatabaseOptions(
+    jobs.command("cancel").description("cancel a pending or running job (a running one's handler is interrupted; its history records the cancel)").argument("<id>").option(...byOption),
+  ).action(
+    async (id: string, options: DatabaseOptions & { by?: string }) =>
+      report("cancelled", id, await withPool(options, (pool) => cancelJob(pool, id, { ...statementOptions(options), by: operator(options.by) })), "pending or processing"),
   );
 };
 

@@ -147,6 +147,13 @@ function spark(values, max) {
 // Pending jobs split three ways: only a growing "ready" means the workers are behind.
 const LIVE_STATES = ["ready", "scheduled", "retrying", "processing"];
 const LIVE_TITLES = { ready: "due now, waiting for a worker", scheduled: "waiting for the run time they were enqueued with", retrying: "an attempt failed; waiting out its backoff", processing: "held by a worker" };
+// One entry of a job's history: an attempt that did not finish (numbered across operator
+// retries) with its stack, or an operator's action with who asked.
+const OPERATOR_DID = { retry: "retried", cancel: "cancelled" };
+function historyEntry(e) {
+  if (e.operator) return '<div data-testid="history-operator">' + esc(OPERATOR_DID[e.operator] ?? e.operator) + " by " + esc(e.by ?? "an operator") + ' <span class="muted">· ' + esc(e.at) + "</span></div>";
+  return '<div class="muted" data-testid="history-attempt">attempt ' + e.attempt + " · " + esc(e.at) + "</div><pre>" + esc(e.stack ?? e.message) + "</pre>";
+}
 function render(s) {
   const tasks = [...new Set([...s.depth.map((d) => d.type), ...s.finished.map((f) => f.type)])].sort();
   const live = (type, state) => s.depth.filter((r) => r.type === type && r.state === state).reduce((n, r) => n + r.count, 0);
@@ -175,7 +182,7 @@ function render(s) {
   const failedRows = (rows, action) => rows.length === 0 ? '<p class="muted">none</p>' :
     "<table><tr><th>job</th><th>task</th><th>attempts</th><th>error</th><th></th></tr>" + rows.map((j) =>
       '<tr data-testid="' + action + '-row" data-job-id="' + esc(j.id) + '"><td><a class="job" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a></td><td>" + esc(j.type) + "</td><td>" + j.attempts + "/" + j.maxAttempts + '</td><td><details><summary class="bad">' + esc(j.lastError) + "</summary>" +
-      (j.errors ?? []).slice().reverse().map((e) => '<div class="muted">attempt ' + e.attempt + " · " + esc(e.at) + "</div><pre>" + esc(e.stack ?? e.message) + "</pre>").join("") +
+      (j.errors ?? []).slice().reverse().map(historyEntry).join("") +
       '</details></td><td><button data-action="' + action + '" data-id="' + esc(j.id) + '">' + action + "</button></td></tr>").join("") + "</table>";
   const missed = (m) => typeof m === "string" ? m : "catch up " + m.catchUp;
   $("schedules").innerHTML = (s.schedules ?? []).length === 0 ? '<p class="muted">no schedules</p>' :
@@ -192,11 +199,11 @@ async function openJob(id) {
   $("detail").classList.add("open");
   $("detail-id").textContent = id;
   $("detail-body").innerHTML = job.error ? '<p class="bad">' + esc(job.error) + "</p>" :
-    '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + (job.maxAttempts ?? "the task's")], ["queue", job.queue ?? "—"], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
+    '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + (job.maxAttempts ?? "the task's") + (job.priorAttempts > 0 ? " since the last retry, " + (job.priorAttempts + job.attempts) + " in all" : "")], ["queue", job.queue ?? "—"], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
       .map(([k, v]) => "<tr><th>" + k + "</th><td>" + esc(v) + "</td></tr>").join("") +
     "<tr><th>progress</th><td><pre>" + esc(JSON.stringify(job.progress)) + "</pre></td></tr><tr><th>result</th><td><pre>" + esc(JSON.stringify(job.result)) + "</pre></td></tr>" +
     "<tr><th>steps</th><td>" + ((job.steps ?? []).map((st) => '<div data-testid="step"><b>' + esc(st.name) + '</b> <span class="muted">attempt ' + st.attempt + " · " + esc(st.createdAt) + "</span><pre>" + esc(JSON.stringify(st.result)) + "</pre></div>").join("") || "none") + "</td></tr>" +
-    "<tr><th>errors</th><td>" + ((job.errors ?? []).map((e) => '<div class="muted">attempt ' + e.attempt + " · " + esc(e.at) + "</div><pre>" + esc(e.stack ?? e.message) + "</pre>").join("") || "none") + "</td></tr></table>" +
+    "<tr><th>history</th><td>" + ((job.errors ?? []).map(historyEntry).join("") || "none") + "</td></tr></table>" +
     (job.status === "pending" || job.status === "processing" ? '<button data-action="cancel" data-id="' + esc(id) + '">cancel</button>' : "");
 }
 

@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect";
 import * as Layer from "effect/Layer";
 import * as Stream from "effect/Stream";
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http";
-import { cancelJob, dashboardSnapshot, getJob, isJobId, jobSteps, retryDeadJob, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
+import { cancelJob, dashboardSnapshot, getJob, isJobId, jobSteps, retryDeadJob, type AdminOptions, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
 import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.ts";
 import { serveFetchHandler } from "../runtime/serve-fetch.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
@@ -124,7 +124,8 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     }
   }
 
-  const admin = (action: (db: Queryable, id: string, options: StatementOptions) => Promise<AdminResult>) =>
+  // The job's history names the dashboard as who asked: its token is shared, so it cannot say which person.
+  const admin = (action: (db: Queryable, id: string, options: AdminOptions) => Promise<AdminResult>) =>
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest;
       if (token === undefined) return json({ error: "write actions are off: start the dashboard with a token (picket dashboard --token, or PICKET_DASHBOARD_TOKEN)" }, 403);
@@ -132,7 +133,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       if (given === undefined || !sameToken(given, token)) return json({ error: "this action needs the dashboard's token (Authorization: Bearer <token>)" }, 401);
       const { id } = yield* HttpRouter.params;
       if (id === undefined || !isJobId(id)) return badJobId(id);
-      return yield* Effect.tryPromise(() => action(db, id, statements)).pipe(
+      return yield* Effect.tryPromise(() => action(db, id, { ...statements, by: "dashboard" })).pipe(
         Effect.map((result) => json(result, result.outcome === "applied" ? 200 : 409)),
         Effect.catch((error) => Effect.succeed(failure(error))),
       );

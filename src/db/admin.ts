@@ -1,4 +1,5 @@
 import { type Job, type JobId, type JobStatus, jobColumns } from "./job-row.ts";
+import { checkOperatorName, operatorSet, withReadableHistory } from "./job-history.ts";
 import { isUniqueViolation } from "./errors.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { CANCEL_PREFIX, notifyChannel } from "./notify.ts";
@@ -13,12 +14,18 @@ export type AdminResult =
   /** Retrying would make a second live job with the key: `heldBy` is the live job that has it. */
   | { outcome: "key_taken"; key: string; heldBy: JobId; heldByStatus: JobStatus };
 
-// Admin writes name the status they act on: retry is for dead jobs, cancel for live ones.
+/** Options of an admin action: the statement's, and who asked (recorded in the job's history). */
+export type AdminOptions = StatementOptions & { by?: string };
+
+// Admin writes name the status they act on: retry is for dead jobs, cancel for live ones. Each
+// records itself in the job's history, with who asked ($2, NULL when not said).
+// A retry gives the job its whole max_attempts again (attempts = 0) and keeps counting the attempt
+// number across runs: the run's attempts move to prior_attempts.
 const retryDeadSql = perSchema(
   (schema) => `
   UPDATE ${schema}.jobs AS j
-  SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, claim_token = NULL,
-      locked_by = NULL, locked_at = NULL, lock_until = NULL, updated_at = now()
+  SET status = 'pending', prior_attempts = j.prior_attempts + j.attempts, attempts = 0, run_at = now(), finished_at = NULL,
+      claim_token = NULL, locked_by = NULL, locked_at = NULL, lock_until = NULL, ${operatorSet(schema, "retry", "$2::text")}, updated_at = now()
   WHERE j.id = $1::bigint AND j.status = 'dead'
   RETURNING ${jobColumns("j")}`,
 );
@@ -37,7 +44,7 @@ const cancelSql = perSchema(
     FOR UPDATE
   ), cancelled AS (
     UPDATE ${schema}.jobs AS j
-    SET status = 'cancelled', finished_at = now(), lock_until = NULL, updated_at = now()
+    SET status = 'cancelled', finished_at = now(), lock_until = NULL, ${operatorSet(schema, "cancel", "$2::text")}, updated_at = now()
     FROM target
     WHERE j.id = target.id
     RETURNING j.*, target.was
@@ -68,12 +75,13 @@ const checkId = (id: JobId | number): string => {
 };
 
 const adminWrite = (sql: (schema: string) => string) =>
-  async (db: Queryable, id: JobId | number, options: StatementOptions = {}): Promise<AdminResult> => {
+  async (db: Queryable, id: JobId | number, options: AdminOptions = {}): Promise<AdminResult> => {
     const schema = options.schema ?? DEFAULT_SCHEMA;
     const jobId = checkId(id);
+    const by = checkOperatorName(options.by);
     let rows: Job[];
     try {
-      ({ rows } = await runStatement<Job>(db, { text: sql(schema), values: [jobId] }, options));
+      ({ rows } = await runStatement<Job>(db, { text: sql(schema), values: [jobId, by] }, options));
     } catch (error) {
       // Making the job live again collided with the live job that holds its dedupe key.
       if (!isUniqueViolation(error)) throw error;
@@ -84,22 +92,26 @@ const adminWrite = (sql: (schema: string) => string) =>
       if (holder === undefined) throw error;
       return { outcome: "key_taken", key: holder.key, heldBy: holder.id, heldByStatus: holder.status };
     }
-    if (rows[0] !== undefined) return { outcome: "applied", job: rows[0] };
+    if (rows[0] !== undefined) return { outcome: "applied", job: withReadableHistory(rows[0]) };
     const current = await getJob(db, jobId, options);
     return current === null ? { outcome: "not_found" } : { outcome: "wrong_status", status: current.status };
   };
 
-/** A dead job gets a fresh set of attempts and is ready at once; its error history is kept. */
+/**
+ * A dead job gets a fresh set of attempts and is ready at once; its history is kept, gains a
+ * "retry" entry naming `by`, and its next attempts are numbered on from the last one.
+ */
 export const retryDeadJob = adminWrite(retryDeadSql);
 
 /**
  * A live job is cancelled: a pending one never runs; a processing one's handler is interrupted by
  * its worker (at once with LISTEN, at its next lease renewal without) and nothing it does after is
- * recorded. A job that finished first reports wrong_status with the status it finished with.
+ * recorded. A job that finished first reports wrong_status with the status it finished with. The
+ * job's history gains a "cancel" entry naming `by`.
  */
 export const cancelJob = adminWrite(cancelSql);
 
 export const getJob = async (db: Queryable, id: JobId | number, options: StatementOptions = {}): Promise<Job | null> => {
   const { rows } = await runStatement<Job>(db, { text: getJobSql(options.schema ?? DEFAULT_SCHEMA), values: [checkId(id)] }, options);
-  return rows[0] ?? null;
+  return rows[0] === undefined ? null : withReadableHistory(rows[0]);
 };

@@ -5,7 +5,8 @@ import { queueDepth, type QueueDepthRow } from "./stats.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
-import type { ErrorEntry, JobStatus } from "./job-row.ts";
+import type { HistoryEntry, JobStatus } from "./job-row.ts";
+import { withReadableHistory } from "./job-history.ts";
 import { completionRates, handlerCoverage, listWorkers, type HandlerCoverage, type WorkerRow } from "./workers.ts";
 import { listSchedules, type ScheduleView } from "./schedules.ts";
 
@@ -18,7 +19,7 @@ export interface FailedJob {
   /** null: the task's (a job not claimed yet). */
   maxAttempts: number | null;
   lastError: string | null;
-  errors: ErrorEntry[];
+  errors: HistoryEntry[];
   at: Date;
 }
 
@@ -80,5 +81,5 @@ export const dashboardSnapshot = async (db: Queryable, options: StatementOptions
   ]);
   const completed = rates.map((r) => ({ type: r.type, status: "completed" as const, count: r.perSecond * FINISHED_WINDOW_S }));
   const byTask = (a: { type: string; status: string }, b: { type: string; status: string }) => (a.type < b.type ? -1 : a.type > b.type ? 1 : a.status < b.status ? -1 : 1);
-  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows, dead: dead.rows, workers, schedules, handlers };
+  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows.map(withReadableHistory), dead: dead.rows.map(withReadableHistory), workers, schedules, handlers };
 };

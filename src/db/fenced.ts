@@ -4,7 +4,8 @@ import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
 import { storableJson } from "./storable-json.ts";
-import { errorSet, unfinishedAttemptSet } from "./unfinished-attempt.ts";
+import { attemptErrorSet } from "./job-history.ts";
+import { unfinishedAttemptSet } from "./unfinished-attempt.ts";
 
 /** The claim a write is made under: the job and the token its claim was given. */
 export interface Claim {
@@ -249,7 +250,7 @@ export const failJobs = fencedWrite<Failure>("fail", failureColumns, update((sch
 export const deadLetterJobs = fencedWrite<Failure>(
   "dead_letter",
   failureColumns,
-  update((schema, col) => `status = 'dead', finished_at = now(), lock_until = NULL, ${errorSet(schema, col("error"), col("stack"))}, updated_at = now()`),
+  update((schema, col) => `status = 'dead', finished_at = now(), lock_until = NULL, ${attemptErrorSet(schema, col("error"), col("stack"))}, updated_at = now()`),
 );
 
 /** A lease to grant again: a positive integer of milliseconds, checked before any row is touched. */

@@ -1,6 +1,7 @@
 // A page of jobs, newest first, for `picket jobs list`: by status and task, bounded by a limit.
 import { InvalidJobError } from "./errors.ts";
 import { type Job, type JobStatus, jobColumns } from "./job-row.ts";
+import { withReadableHistory } from "./job-history.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
@@ -41,5 +42,5 @@ export const listJobs = async (db: Queryable, filter: JobListFilter = {}, option
     { text: listSql(options.schema ?? DEFAULT_SCHEMA), values: [filter.status ?? null, filter.type ?? null, limit] },
     options,
   );
-  return rows;
+  return rows.map(withReadableHistory);
 };

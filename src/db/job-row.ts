@@ -6,6 +6,11 @@ export type JobStatus = "pending" | "processing" | "completed" | "dead" | "cance
 /** bigint ids come back from pg as strings; picket keeps them that way (no precision loss). */
 export type JobId = string;
 
+/**
+ * An attempt that did not finish, as the job's history records it. `attempt` counts across
+ * operator retries (1–3, a retry, then 4–6): it is the row's prior_attempts + attempts when the
+ * attempt ended. `at` is ISO 8601 in UTC with milliseconds, as every other time picket prints.
+ */
 export interface ErrorEntry {
   at: string;
   attempt: number;
@@ -14,6 +19,20 @@ export interface ErrorEntry {
   stack?: string;
 }
 
+/** The operator actions that change a job's course: each is recorded in the job's history. */
+export type OperatorAction = "retry" | "cancel";
+
+/** An operator's action, as the job's history records it: what, when, and who when the caller said. */
+export interface OperatorEntry {
+  at: string;
+  operator: OperatorAction;
+  /** Who asked: the OS user and host for `picket jobs`, "dashboard" for the dashboard, what a library caller passes. */
+  by?: string;
+}
+
+/** One entry of a job's history (the `errors` column), oldest first; tell them apart with `"operator" in entry`. */
+export type HistoryEntry = ErrorEntry | OperatorEntry;
+
 export interface Job {
   id: JobId;
   type: string;
@@ -21,7 +40,10 @@ export interface Job {
   status: JobStatus;
   priority: number;
   runAt: Date;
+  /** Attempts charged since the job was enqueued or an operator last retried it: max_attempts bounds these. */
   attempts: number;
+  /** Attempts charged before the operator's last retry; the attempt number the history shows is priorAttempts + attempts. */
+  priorAttempts: number;
   /** null until the job's first claim when it did not set its own: then its task's. */
   maxAttempts: number | null;
   claimToken: string | null;
@@ -32,7 +54,8 @@ export interface Job {
   backoffMaxMs: number;
   progress: unknown;
   lastError: string | null;
-  errors: ErrorEntry[];
+  /** The job's history: each attempt that did not finish and each operator action, the newest ERROR_HISTORY_LIMIT. */
+  errors: HistoryEntry[];
   result: unknown;
   key: string | null;
   /** The serial queue the job belongs to, if any. */
@@ -92,6 +115,7 @@ export const jobColumns = (alias: string): string =>
     "priority",
     'run_at AS "runAt"',
     "attempts",
+    'prior_attempts AS "priorAttempts"',
     'max_attempts AS "maxAttempts"',
     'claim_token AS "claimToken"',
     'locked_by AS "lockedBy"',
@@ -118,5 +142,5 @@ export const ERROR_MESSAGE_LIMIT = 2000;
 /** Longest stack kept per entry: the frames that say where, not a whole async chain. */
 export const ERROR_STACK_LIMIT = 4000;
 
-/** Entries kept in a job's error history; the oldest are dropped first. */
+/** Entries kept in a job's history (attempts and operator actions); the oldest are dropped first. */
 export const ERROR_HISTORY_LIMIT = 10;

@@ -1,4 +1,4 @@
-import { ERROR_HISTORY_LIMIT, ERROR_MESSAGE_LIMIT, ERROR_STACK_LIMIT } from "./job-row.ts";
+import { attemptErrorSet } from "./job-history.ts";
 import { DEFAULT_MAX_ATTEMPTS } from "./job-spec.ts";
 
 // A row's attempts limit. NULL ("the task's") is filled by every claim of this version; a row claimed
@@ -21,16 +21,5 @@ export const unfinishedAttemptSet = (schema: string, error: string, stack = "NUL
   locked_by = CASE WHEN j.attempts >= ${MAX} THEN j.locked_by END,
   locked_at = CASE WHEN j.attempts >= ${MAX} THEN j.locked_at END,
   lock_until = NULL,
-  ${errorSet(schema, error, stack)},
+  ${attemptErrorSet(schema, error, stack)},
   updated_at = now()`;
-
-/**
- * last_error and the appended, bounded history entry for `error` and `stack` (SQL expressions;
- * an entry without a stack has no "stack" key).
- */
-export const errorSet = (schema: string, error: string, stack = "NULL"): string => `
-  last_error = left(${error}, ${ERROR_MESSAGE_LIMIT}),
-  errors = ${schema}.append_error(
-    j.errors,
-    jsonb_strip_nulls(jsonb_build_object('at', now(), 'attempt', j.attempts, 'message', left(${error}, ${ERROR_MESSAGE_LIMIT}), 'stack', left(${stack}, ${ERROR_STACK_LIMIT}))),
-    ${ERROR_HISTORY_LIMIT})`;
