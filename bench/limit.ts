@@ -4,7 +4,9 @@
 // Usage: node bench/limit.ts --url <database url> --jobs 100000 [--batch 200] [--connections 4] [--analyze] [--keep-completed]
 import { parseArgs } from "node:util";
 import pg from "pg";
-import { claimJobs, completeJobs, enqueueJobs, migrate } from "../src/index.ts";
+// The claim and the completion are picket's internals, not its public API: from src/db directly.
+import { claimJobs, completeJobs } from "../src/db/index.ts";
+import { enqueueJobs, migrate } from "../src/index.ts";
 import { openMeter } from "./lib/costs.ts";
 import { analyzeSchema, disableAutovacuum, report } from "./lib/db.ts";
 

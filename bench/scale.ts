@@ -4,7 +4,9 @@
 // Usage: node bench/scale.ts --url <database url> [--finished 1000000] [--pending 100000]
 import { parseArgs } from "node:util";
 import pg from "pg";
-import { claimJobs, completeJobs, createLogger, createSupervisor, defineTask, migrate, openPool, sweepExpiredClaims } from "../src/index.ts";
+// The claim, the completion and the sweep are picket's internals, not its public API: from src/db directly.
+import { claimJobs, completeJobs, sweepExpiredClaims } from "../src/db/index.ts";
+import { createLogger, createSupervisor, defineTask, migrate, openPool } from "../src/index.ts";
 import { percentile, report } from "./lib/db.ts";
 
 const { values } = parseArgs({

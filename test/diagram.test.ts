@@ -7,8 +7,8 @@ import { JSDOM } from "jsdom";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMachine, setup, type AnyStateMachine, type AnyStateNode } from "xstate";
 import { toDirectedGraph, type DirectedGraphNode } from "xstate/graph";
-import { jobMachine, machineJson, machineMermaid, machineTransitions, supervisorMachine, transitionRows } from "../src/index.ts";
-import { guardName } from "../src/machines/diagram.ts";
+import { jobMachine, machineJson, machineMermaid, supervisorMachine } from "../src/index.ts";
+import { guardName, machineTransitions, transitionRows } from "../src/machines/diagram.ts";
 
 const MACHINES: AnyStateMachine[] = [jobMachine, supervisorMachine];
 

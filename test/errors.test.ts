@@ -9,10 +9,9 @@ import {
   MigrationChecksumError,
   PicketError,
   UnknownMigrationError,
-  isTransientDbError,
-  notifyChannel,
 } from "../src/index.ts";
-import { isAuthFailure, isMissingDatabase } from "../src/db/errors.ts";
+import { isAuthFailure, isMissingDatabase, isTransientDbError } from "../src/db/errors.ts";
+import { notifyChannel } from "../src/db/notify.ts";
 import { checkSchemaName, perSchema } from "../src/db/schema-name.ts";
 
 describe("database errors", () => {
