@@ -6,6 +6,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts", "examples/**/*.test.ts"],
     globalSetup: ["test/support/global-setup.ts"],
     setupFiles: ["test/support/setup-file.ts"],
+    // test/support/spawn-guard.ts fails a test that runs Node code in a child process without it.
+    tags: [{ name: "spawns", description: "runs picket (or node, npm, git) in a child process: left out of the mutation run, whose mutant switch never reaches a child" }],
     // Each file gets its own database cloned from a migrated template, so files run in parallel.
     fileParallelism: true,
     testTimeout: 30_000,

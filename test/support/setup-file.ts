@@ -2,6 +2,7 @@
 // call: a module-level hook registers only in the first file that imports the module when vitest
 // runs files without isolation (as the mutation run does), and later files would leak workers.
 import { afterEach, beforeEach } from "vitest";
+import "./spawn-guard.ts";
 import { forgetBuiltStatements } from "../../src/db/schema-name.ts";
 import { stopStartedWorkers } from "./worker.ts";
 
