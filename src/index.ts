@@ -67,10 +67,10 @@ export {
 export { openPool, type PoolOptions } from "./db/pool.ts";
 export { migrate, type MigrateResult } from "./db/migrate.ts";
 export { startEmbeddedPostgres, type EmbeddedPostgres, type EmbeddedPostgresOptions } from "./db/embedded.ts";
-export { cancelJob, getJob, retryDeadJob, type AdminResult } from "./db/admin.ts";
+export { cancelJob, getJob, retryDeadJob, type AdminOptions, type AdminResult } from "./db/admin.ts";
 export { JOB_STATUSES, listJobs, MAX_JOB_LIST, type JobListFilter } from "./db/job-list.ts";
 export { jobSteps, type JobStep } from "./db/steps.ts";
-export type { ErrorEntry, Job, JobId, JobStatus } from "./db/job-row.ts";
+export type { ErrorEntry, HistoryEntry, Job, JobId, JobStatus, OperatorAction, OperatorEntry } from "./db/job-row.ts";
 export { queueStats, type JobState, type LiveState, type QueueStats } from "./db/stats.ts";
 
 // --- The machines ------------------------------------------------------------------------------

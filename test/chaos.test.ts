@@ -1,3 +1,4 @@
+// @module-tag spawns: every test here runs picket (or node, npm, git) in a child process.
 // The chaos run (bench/chaos.ts), reduced for CI: three real worker processes, 300 jobs, twelve
 // seconds of SIGKILLs, SIGSTOP freezes and row locks held for several leases by a session of the
 // run's own, one PostgreSQL pause (SIGSTOP of the whole server for longer than a lease) and one

@@ -1,3 +1,4 @@
+// @module-tag spawns: every test here runs picket (or node, npm, git) in a child process.
 // `picket worker --processes N` as a user runs it: a parent process and its workers, real signals.
 import { tmpdir } from "node:os";
 import path from "node:path";

@@ -1,3 +1,4 @@
+// @module-tag spawns: every test here runs picket (or node, npm, git) in a child process.
 // The `picket` command as a user runs it: real processes, real exit codes, real output.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";

@@ -1,3 +1,4 @@
+// @module-tag spawns: every test here runs picket (or node, npm, git) in a child process.
 // Real processes and real signals: a worker SIGKILLed mid-job, and a worker drained by SIGTERM.
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";

@@ -67,7 +67,7 @@ const query = async (url: string, sql: string): Promise<unknown> => {
 };
 
 describe("picket db with nothing running", () => {
-  it("db url fails, saying to run picket db start; db stop says there is nothing to stop, exit 0", async () => {
+  it("db url fails, saying to run picket db start; db stop says there is nothing to stop, exit 0", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const { run, dataDir } = await project();
     expect(await run("db", "url")).toEqual({
       code: 1,
@@ -76,11 +76,11 @@ describe("picket db with nothing running", () => {
     });
     expect(await run("db", "stop")).toEqual({ code: 0, stdout: "", stderr: "picket: no embedded PostgreSQL is running in .picket/pgdata; nothing to stop\n" });
     expect(existsSync(dataDir)).toBe(false);
-  }, 60_000);
+  });
 });
 
 describe("picket db start", () => {
-  it("starts a migrated server that outlives it; a worker, enqueue and stats share it at once; db stop stops it", async () => {
+  it("starts a migrated server that outlives it; a worker, enqueue and stats share it at once; db stop stops it", { tags: ["spawns"], timeout: 180_000 }, async () => {
     const { run, worker, dataDir } = await project();
     const started = await run("db", "start");
     expect(started.code).toBe(0);
@@ -126,9 +126,9 @@ describe("picket db start", () => {
     // Its data is kept: the next start has the job.
     const restarted = await run("db", "start");
     expect(await query(restarted.stdout, "SELECT count(*)::int AS n FROM picket.jobs")).toEqual({ n: 1 });
-  }, 180_000);
+  });
 
-  it("db stop under a running worker says so, and db start brings the server back on its port, where the worker goes on", async () => {
+  it("db stop under a running worker says so, and db start brings the server back on its port, where the worker goes on", { tags: ["spawns"], timeout: 180_000 }, async () => {
     const { run, worker } = await project();
     const url = (await run("db", "start")).stdout.trim();
     const { handle, running } = worker();
@@ -144,9 +144,9 @@ describe("picket db start", () => {
     await expect.poll(counts, { timeout: 60_000, interval: 300 }).toContainEqual({ type: "hello", status: "completed", count: 1 });
     process.kill(handle.pid, "SIGTERM");
     expect((await running).code).toBe(0);
-  }, 180_000);
+  });
 
-  it("recovers from a server killed with SIGKILL: the files it left do not wedge the next start", async () => {
+  it("recovers from a server killed with SIGKILL: the files it left do not wedge the next start", { tags: ["spawns"], timeout: 120_000 }, async () => {
     const { run, dataDir } = await project();
     expect((await run("db", "start")).code).toBe(0);
     const killed = findEmbeddedPostgres(dataDir)!;
@@ -166,9 +166,9 @@ describe("picket db start", () => {
     expect(restarted.stderr).toContain("started the embedded PostgreSQL");
     expect(existsSync(path.join(dataDir, "..", "start.lock"))).toBe(false);
     expect(await query(restarted.stdout, "SELECT 1 AS one")).toEqual({ one: 1 });
-  }, 120_000);
+  });
 
-  it("a leftover lock file and owner file naming a pid now used by another process do not wedge the next start", async () => {
+  it("a leftover lock file and owner file naming a pid now used by another process do not wedge the next start", { tags: ["spawns"], timeout: 120_000 }, async () => {
     const { run, dataDir } = await project();
     expect((await run("db", "start")).code).toBe(0);
     const first = findEmbeddedPostgres(dataDir)!;
@@ -188,10 +188,10 @@ describe("picket db start", () => {
     } finally {
       other.kill("SIGKILL");
     }
-  }, 120_000);
+  });
 });
 
-describe("a server a worker started for itself", () => {
+describe("a server a worker started for itself", { tags: ["spawns"] }, () => {
   it("is used by picket stats while the worker runs (no longer refused), and stops with the worker", async () => {
     const { run, worker, dataDir } = await project();
     const { handle, running } = worker();

@@ -143,7 +143,7 @@ describe("a row locked by another session", () => {
     expect(await row(db.pool, locked!)).toMatchObject({ status: "processing" });
   });
 
-  it("lets the CLI worker exit on SIGTERM within the drain deadline plus 2 s, and on a second signal within 2 s", async () => {
+  it("lets the CLI worker exit on SIGTERM within the drain deadline plus 2 s, and on a second signal within 2 s", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
     const tasks = fileURLToPath(new URL("./fixtures/fault-tasks.ts", import.meta.url));
     const exitTime = async (signals: NodeJS.Signals[], drainMs: number) => {
@@ -178,9 +178,9 @@ describe("a row locked by another session", () => {
     // A forced drain ends in about a second; without force the 60 s deadline would hold it. The
     // bound leaves room for a loaded machine's slow timers and process exit.
     expect(await exitTime(["SIGTERM", "SIGINT"], 60_000)).toBeLessThan(5_000);
-  }, 60_000);
+  });
 
-  it("lets the CLI worker exit on a second signal within seconds while its start-up still waits for another migrator", async () => {
+  it("lets the CLI worker exit on a second signal within seconds while its start-up still waits for another migrator", { tags: ["spawns"], timeout: 30_000 }, async () => {
     const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
     const tasks = fileURLToPath(new URL("./fixtures/fault-tasks.ts", import.meta.url));
     // Another process is migrating this schema: the worker's own migration waits for its lock.
@@ -207,7 +207,7 @@ describe("a row locked by another session", () => {
     } finally {
       await migrator.query("SELECT pg_advisory_unlock_all()");
     }
-  }, 30_000);
+  });
 });
 
 describe("lease renewal", () => {

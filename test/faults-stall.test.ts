@@ -49,7 +49,7 @@ describe("a handler that blocks the event loop past its lease", () => {
     expect(logs.filter((l) => String(l.msg).startsWith("lease not confirmed in time"))).toEqual([]);
   });
 
-  it("alone, then awaiting, when the claim was taken while it blocked: the renewal is fenced and the run stopped as lost", async () => {
+  it("alone, then awaiting, when the claim was taken while it blocked: the renewal is fenced and the run stopped as lost", { tags: ["spawns"], timeout: 40_000 }, async () => {
     const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
     const tasks = fileURLToPath(new URL("./fixtures/fault-tasks.ts", import.meta.url));
     const job = await enqueueJob(db.pool, { type: "fault-block-then-await", maxAttempts: 3 });
@@ -78,9 +78,9 @@ describe("a handler that blocks the event loop past its lease", () => {
     } finally {
       blocked.kill("SIGKILL");
     }
-  }, 40_000);
+  });
 
-  it("beside a second worker: the second takes the job over and completes it; the blocked worker's late completion is fenced", async () => {
+  it("beside a second worker: the second takes the job over and completes it; the blocked worker's late completion is fenced", { tags: ["spawns"], timeout: 40_000 }, async () => {
     const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
     const tasks = fileURLToPath(new URL("./fixtures/fault-tasks.ts", import.meta.url));
     const job = await enqueueJob(db.pool, { type: "fault-block", maxAttempts: 3 });
@@ -106,5 +106,5 @@ describe("a handler that blocks the event loop past its lease", () => {
     } finally {
       blocked.kill("SIGKILL");
     }
-  }, 40_000);
+  });
 });

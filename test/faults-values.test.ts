@@ -113,7 +113,7 @@ describe("the wake-up notification", () => {
 });
 
 describe("names and keys PostgreSQL would refuse", () => {
-  it("refuses a schema named by a reserved word, or starting with pg_, with picket's message (library and CLI)", async () => {
+  it("refuses a schema named by a reserved word, or starting with pg_, with picket's message (library and CLI)", { tags: ["spawns"] }, async () => {
     const task = defineTask({ name: "kw", handler: async () => undefined });
     expect(() => createSupervisor({ connectionString: db.url, tasks: [task], schema: "user" })).toThrow(InvalidConfigError);
     expect(() => createSupervisor({ connectionString: db.url, tasks: [task], schema: "user" })).toThrow(
@@ -140,7 +140,7 @@ describe("names and keys PostgreSQL would refuse", () => {
     expect(() => createSupervisor({ connectionString: db.url, tasks: [task], schema: "jobs" })).not.toThrow();
   });
 
-  it("says which live job holds the key when a dead job with that key is retried (library and CLI)", async () => {
+  it("says which live job holds the key when a dead job with that key is retried (library and CLI)", { tags: ["spawns"] }, async () => {
     // An earlier job with the key finished long ago: it holds nothing.
     const earlier = await enqueueJob(db.pool, { type: "keyed", key: "welcome:ada" });
     await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() WHERE id = $1", [earlier.id]);

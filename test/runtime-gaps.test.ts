@@ -182,7 +182,7 @@ describe("runtime behaviours", () => {
     expect(Date.now() - t0).toBeLessThan(2_500);
   });
 
-  it("T-M40: the second signal interrupts and releases at once, well before the drain deadline", async () => {
+  it("T-M40: the second signal interrupts and releases at once, well before the drain deadline", { tags: ["spawns"], timeout: 30_000 }, async () => {
     const CLI = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
     const TASKS = fileURLToPath(new URL("./fixtures/crash-tasks.ts", import.meta.url));
     await db.pool.query("CREATE TABLE IF NOT EXISTS executions (job_id bigint, worker_pid int, at timestamptz DEFAULT now())");
@@ -196,7 +196,7 @@ describe("runtime behaviours", () => {
     child.kill("SIGINT");
     await exited;
     expect(Date.now() - t0).toBeLessThan(5_000); // the drain deadline is 10 s
-  }, 30_000);
+  });
 });
 
 describe("defects found by the review, fixed", () => {

@@ -1,3 +1,4 @@
+// @module-tag spawns: every test here runs picket (or node, npm, git) in a child process.
 // `picket schedules` as a user runs it: a real process against the test database.
 import { describe, expect, it } from "vitest";
 import { upsertSchedule } from "../src/db/index.ts";

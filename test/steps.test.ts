@@ -179,7 +179,7 @@ describe("ctx.step in a worker", () => {
     expect(await row(db.pool, job.id)).toMatchObject({ status: "completed", result: { a: "a@1", b: "b@1" } });
   });
 
-  it("SIGKILLed between step 2 and step 3 of four: the next attempt skips steps 1 and 2 and returns their recorded results", async () => {
+  it("SIGKILLed between step 2 and step 3 of four: the next attempt skips steps 1 and 2 and returns their recorded results", { tags: ["spawns"], timeout: 60_000 }, async () => {
     await db.pool.query("CREATE TABLE step_calls (job_id bigint, step text, pid int, at timestamptz DEFAULT now())");
     const pause = join(tmpdir(), `picket-steps-${process.pid}-${Date.now()}`);
     writeFileSync(pause, "");
@@ -228,5 +228,5 @@ describe("ctx.step in a worker", () => {
         await done;
       }
     }
-  }, 60_000);
+  });
 });

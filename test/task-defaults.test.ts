@@ -11,7 +11,7 @@ import { startWorker } from "./support/worker.ts";
 const db = useTestDatabase();
 
 describe("a task's maxAttempts, however its jobs were enqueued", () => {
-  it("a job that did not set maxAttempts dies after its task's attempts; one that did keeps its own", async () => {
+  it("a job that did not set maxAttempts dies after its task's attempts; one that did keeps its own", { tags: ["spawns"] }, async () => {
     let runs = 0;
     const task = defineTask({
       name: "always-fails",

@@ -49,7 +49,7 @@ const runNodeTest = async (args: string[], env: NodeJS.ProcessEnv) => {
   }
 };
 
-describe("the database under node:test", () => {
+describe("the database under node:test", { tags: ["spawns"] }, () => {
   // Without the run's server in the environment: no DATABASE_URL, no PICKET_TEST_* variables.
   const { DATABASE_URL: _url, PICKET_TEST_ADMIN_URL: _admin, PICKET_TEST_TEMPLATE: _template, ...bare } = process.env;
 

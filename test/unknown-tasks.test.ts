@@ -83,7 +83,7 @@ describe("handler coverage", () => {
 });
 
 describe("picket enqueue", () => {
-  it("refuses a task no live worker handles, enqueues it with --allow-unknown, and warns when no worker is live", async () => {
+  it("refuses a task no live worker handles, enqueues it with --allow-unknown, and warns when no worker is live", { tags: ["spawns"], timeout: 60_000 }, async () => {
     const schema = "cover_cli";
     const env = { env: { DATABASE_URL: db.url } };
     expect((await picket(["migrate", "--schema", schema], env)).code).toBe(0);
@@ -101,5 +101,5 @@ describe("picket enqueue", () => {
     const forced = await picket(["enqueue", "uq-clj", "{}", "--schema", schema, "--allow-unknown"], env);
     expect(forced).toMatchObject({ code: 0, stderr: "" });
     expect(JSON.parse(forced.stdout)).toMatchObject({ type: "uq-clj", status: "pending" });
-  }, 60_000);
+  });
 });

@@ -219,7 +219,7 @@ describe("as a process of its own, sent SIGTERM", () => {
     return jobId;
   };
 
-  it("drains: a slow job running at SIGTERM completes, new connections are refused, and the process exits 0", async () => {
+  it("drains: a slow job running at SIGTERM completes, new connections are refused, and the process exits 0", { tags: ["spawns"], timeout: 90_000 }, async () => {
     const service = await start({ MAIL_LATENCY_MS: "3000", DRAIN_TIMEOUT_MS: "60000" });
     const jobId = await signUpAndWaitForSending(service.base, "slow@example.com");
     const health = await fetch(`${service.base}/health`);
@@ -249,9 +249,9 @@ describe("as a process of its own, sent SIGTERM", () => {
     expect(await jobRow(jobId)).toBeUndefined();
     expect(await mailsFor("slow@example.com")).toBe(1);
     expect(service.output()).toMatch(/"msg":"worker stopped"/);
-  }, 90_000);
+  });
 
-  it("at the drain deadline, a job still running is released for another worker and the process exits 0", async () => {
+  it("at the drain deadline, a job still running is released for another worker and the process exits 0", { tags: ["spawns"], timeout: 90_000 }, async () => {
     const service = await start({ MAIL_LATENCY_MS: "600000", DRAIN_TIMEOUT_MS: "1000" });
     const jobId = await signUpAndWaitForSending(service.base, "deadline@example.com");
     const signalled = performance.now();
@@ -261,9 +261,9 @@ describe("as a process of its own, sent SIGTERM", () => {
     expect(exit.at - signalled).toBeLessThan(20_000);
     expect(await jobRow(jobId)).toMatchObject({ status: "pending" });
     expect(await mailsFor("deadline@example.com")).toBe(0);
-  }, 90_000);
+  });
 
-  it("a second SIGTERM interrupts the running job and the process exits at once", async () => {
+  it("a second SIGTERM interrupts the running job and the process exits at once", { tags: ["spawns"], timeout: 90_000 }, async () => {
     const service = await start({ MAIL_LATENCY_MS: "600000", DRAIN_TIMEOUT_MS: "600000" });
     const jobId = await signUpAndWaitForSending(service.base, "impatient@example.com");
     service.process.kill("SIGTERM");
@@ -275,5 +275,5 @@ describe("as a process of its own, sent SIGTERM", () => {
     expect(exit.code, service.output()).toBe(0);
     expect(await jobRow(jobId)).toMatchObject({ status: "pending" });
     expect(await mailsFor("impatient@example.com")).toBe(0);
-  }, 90_000);
+  });
 });
