@@ -107,7 +107,7 @@ describe("picket db start", () => {
       expect(stats.code).toBe(0);
       return JSON.parse(stats.stdout).counts;
     };
-    await expect.poll(completed, { timeout: 30_000, interval: 200 }).toContainEqual({ type: "hello", status: "completed", count: 1 });
+    await expect.poll(completed, { timeout: 30_000, interval: 200 }).toContainEqual({ type: "hello", state: "completed", count: 1 });
 
     process.kill(handle.pid, "SIGTERM");
     expect((await running).code).toBe(0);
@@ -141,7 +141,7 @@ describe("picket db start", () => {
     expect(restarted).toMatchObject({ code: 0, stdout: `${url}\n` });
     expect((await run("enqueue", "hello", '{"name":"again"}')).code).toBe(0);
     const counts = async () => JSON.parse((await run("stats", "--json")).stdout).counts;
-    await expect.poll(counts, { timeout: 60_000, interval: 300 }).toContainEqual({ type: "hello", status: "completed", count: 1 });
+    await expect.poll(counts, { timeout: 60_000, interval: 300 }).toContainEqual({ type: "hello", state: "completed", count: 1 });
     process.kill(handle.pid, "SIGTERM");
     expect((await running).code).toBe(0);
   });
