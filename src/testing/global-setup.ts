@@ -1,7 +1,8 @@
 // A global set-up for test runners: one server and one migrated template for the whole run, handed
 // to every test file's process through the environment (see database.ts).
 //   vitest:     test: { globalSetup: ["picket/testing/global-setup"] }   (uses setup / teardown)
-//   node:test:  node --test --test-global-setup=picket/testing/global-setup   (globalSetup / globalTeardown)
+//   node:test:  node --test --test-global-setup=./node_modules/picket/dist/testing/global-setup.js
+//               (globalSetup / globalTeardown; a file's path: node resolves no package name there)
 import { startTestServer, type TestServer } from "./database.ts";
 
 let server: TestServer | undefined;
