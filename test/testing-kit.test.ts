@@ -293,6 +293,16 @@ describe("checkTask", () => {
     expect(report.passed).toBeGreaterThan(10);
   });
 
+  it("leaves no timer running once it returns: a node:test file's process ends with its last test", async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+    const quick = defineTask({ name: "kit.quick", handler: async () => "done" });
+    const before = timers();
+    const report = await checkTask(quick, { db: db.pool, payload: {} });
+    expect(report.passed).toBeGreaterThan(10);
+    // One settle timer per path was left for settleMs (10 s); a pool's idle timer or two may come and go.
+    expect(timers() - before).toBeLessThan(3);
+  });
+
   it("names a handler that goes on long after its signal aborted", async () => {
     const deaf = defineTask({ name: "kit.deaf", handler: async (_p, ctx) => (await ctx.step("one", () => 1), await new Promise((resolve) => setTimeout(resolve, 1_500)), "done") });
     const report = await checkTask(deaf, {

@@ -627,7 +627,10 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
       // worker's handler never does.
       if (scenario.fault !== "crash") {
         const settleMs = options.settleMs ?? SETTLE_MS;
-        const settled = await Promise.race([handlerSettled.then(() => true), new Promise<boolean>((resolve) => setTimeout(resolve, settleMs, false))]);
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const settled = await Promise.race([handlerSettled.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(resolve, settleMs, false)))]);
+        // Cleared: a pending timer per path kept a node:test file's process alive settleMs after its last test.
+        clearTimeout(timer);
         if (!settled) report.problems.push(`the handler was still running ${settleMs} ms after the machine left running: does it ignore ctx.signal?`);
       }
       runs.push(await runtime.resultOf(claimed, output));
