@@ -2,6 +2,7 @@
 // The `picket` command as a user runs it: real processes, real exit codes, real output.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -64,6 +65,22 @@ describe("picket CLI", () => {
     expect((await running).code).toBe(0);
     // One line says where it listens: not Effect's "Listening on" too.
     expect(output()).not.toContain("Listening on");
+  }, 60_000);
+
+  it("on a port another process holds, says so and exits 1 without printing a URL nothing serves", async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    const { port } = holder.address() as AddressInfo;
+    try {
+      const run = await picket(["dashboard", "--database-url", db.url, "--port", String(port)]);
+      expect(run).toEqual({
+        code: 1,
+        stdout: "",
+        stderr: `picket: the dashboard cannot listen on 127.0.0.1:${port} (EADDRINUSE): another process holds that port: choose another with --port, or stop that process\n`,
+      });
+    } finally {
+      holder.close();
+    }
   }, 60_000);
 
   it("enqueues, reports stats, cancels and retries through the CLI", async () => {

@@ -203,8 +203,12 @@ export const createDashboardHandler = (options: DashboardOptions) => {
  * Serves the dashboard until interrupted (`picket dashboard`): the handler a service would mount,
  * on node:http. Interrupting it ends the live streams still open and closes the port.
  */
-export const serveDashboard = (options: DashboardOptions & { port: number; host: string }, created: (server: Server) => void = () => undefined) => {
+export const serveDashboard = (
+  options: DashboardOptions & { port: number; host: string },
+  created: (server: Server) => void = () => undefined,
+  listening: (url: string) => void = () => undefined,
+) => {
   const allowedHosts = [...loopbackHosts(options.host), ...(options.allowedHosts ?? [])];
-  // picket dashboard says where it listens itself: no "Listening on" line here.
-  return serveFetchHandler(() => createDashboardHandler({ ...options, allowedHosts }), { port: options.port, host: options.host, created });
+  // picket dashboard says where it listens itself, once it does: no "Listening on" line here.
+  return serveFetchHandler(() => createDashboardHandler({ ...options, allowedHosts }), { port: options.port, host: options.host, created, listening });
 };
