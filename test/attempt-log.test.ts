@@ -3,12 +3,14 @@
 // stack too. Each case runs a real worker against the test database and reads its captured pino
 // lines.
 import { describe, expect, it } from "vitest";
-import { enqueueJob } from "../src/db/index.ts";
+import { enqueueJob, type ClaimedJob } from "../src/db/index.ts";
 import { ERROR_STACK_LIMIT } from "../src/db/job-row.ts";
+import type { JobError, JobOutcome } from "../src/machines/job-machine.ts";
+import { logAttempt } from "../src/runtime/attempt-log.ts";
 import { defineTask, PermanentError } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { row } from "./support/factory.ts";
-import { startWorker, type LogLine } from "./support/worker.ts";
+import { captureLogs, startWorker, type LogLine } from "./support/worker.ts";
 
 const db = useTestDatabase();
 
@@ -155,5 +157,82 @@ describe("a line per attempt that did not complete", () => {
     expect(errors[0].stack).toHaveLength(ERROR_STACK_LIMIT);
     expect(errors[0].stack).toMatch(/^Error: deep\n {4}at frame/);
     expect(errors[0].message.length).toBe(2_000);
+  });
+});
+
+// logAttempt itself, line by line, for every error kind and outcome (no worker needed): what each
+// kind of failure is called, the level each outcome is logged at, and what a line holds without
+// an error or with the payload asked for.
+describe("logAttempt's lines", () => {
+  const job: ClaimedJob = {
+    id: "41",
+    type: "mail",
+    payload: { to: "a@example.com" },
+    attempts: 2,
+    maxAttempts: 3,
+    createdAt: new Date(0),
+    claimToken: "00000000-0000-4000-8000-000000000001",
+    leaseMs: 30_000,
+    readyMs: 0,
+  };
+  const logged = (outcome: JobOutcome | null, error: JobError | null, { logPayload = false, level = "debug" } = {}) => {
+    const { lines, logger } = captureLogs();
+    logger.level = level;
+    logAttempt(logger, job, outcome, error, logPayload);
+    return lines;
+  };
+
+  it.each([
+    ["error", "failed"],
+    ["timeout", "timed out"],
+    ["permanent", "failed permanently"],
+    ["no_handler", "has no handler in this worker"],
+    ["invalid_payload", "has a payload its task's schema refuses"],
+    ["lease_expired", "lost its lease"],
+  ] as const)("names a %s as %j", (kind, what) => {
+    const [line] = logged("retried", { kind, message: "why" });
+    expect(line!.msg).toBe(`job 41 ${what} (attempt 2 of 3); it runs again after its backoff: why`);
+    expect(line).toMatchObject({ level: WARN, outcome: "retried", err: { kind, message: "why" } });
+  });
+
+  it("logs a dead job at error, with how to run it again", () => {
+    const lines = logged("dead", { kind: "error", message: "boom", stack: "Error: boom\n    at here" });
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: ERROR,
+        msg: "job 41 failed (attempt 2 of 3) and is dead: boom. Once fixed, run it again with: picket jobs retry 41",
+        job_id: "41",
+        task: "mail",
+        attempt: 2,
+        max_attempts: 3,
+        claim_token: job.claimToken,
+        outcome: "dead",
+        err: { kind: "error", message: "boom", stack: "Error: boom\n    at here" },
+      }),
+    ]);
+  });
+
+  it("says 'failed' and 'unknown error' when there is no error, and has no err field", () => {
+    const [line] = logged("retried", null);
+    expect(line!.msg).toBe("job 41 failed (attempt 2 of 3); it runs again after its backoff: unknown error");
+    expect(line).not.toHaveProperty("err");
+  });
+
+  it("logs a job given back at info, and nothing for a machine that ended with no outcome", () => {
+    expect(logged("released", null)).toEqual([
+      expect.objectContaining({ level: INFO, outcome: "released", msg: "job 41 given back (attempt 2 of 3 not charged): the drain, or a lease it could no longer prove" }),
+    ]);
+    expect(logged(null, { kind: "error", message: "x" })).toEqual([]);
+  });
+
+  it("logs a completion at debug, without an error, and not at all above debug", () => {
+    expect(logged("completed", null)).toEqual([expect.objectContaining({ level: DEBUG, outcome: "completed", msg: "job 41 completed", job_id: "41" })]);
+    expect(logged("completed", null, { level: "info" })).toEqual([]);
+  });
+
+  it("puts the payload in the line only when asked", () => {
+    expect(logged("retried", null)[0]).not.toHaveProperty("payload");
+    expect(logged("retried", null, { logPayload: true })[0]).toMatchObject({ payload: { to: "a@example.com" } });
+    expect(logged("completed", null, { logPayload: true })[0]).toMatchObject({ payload: { to: "a@example.com" } });
   });
 });
