@@ -19,8 +19,11 @@ export interface ResolvedDatabase {
   stop(): Promise<void>;
 }
 
-/** The project-local folder the embedded server keeps its data in between runs. */
-export const LOCAL_DATA_DIR = path.resolve(".picket", "pgdata");
+/**
+ * The project-local folder the embedded server keeps its data in between runs: ./.picket/pgdata
+ * of the working folder at the time of the call, not of the module's loading.
+ */
+export const localDataDir = (): string => path.resolve(".picket", "pgdata");
 
 /**
  * --database-url, else DATABASE_URL, else the embedded PostgreSQL: in a temporary folder
@@ -42,7 +45,7 @@ export const resolveDatabase = async (
     // Another process may have started it while this one waited for the lock.
     const started = sharedServer();
     if (started) return started;
-    const server = await startEmbeddedPostgres({ dataDir: LOCAL_DATA_DIR });
+    const server = await startEmbeddedPostgres({ dataDir: localDataDir() });
     return { url: server.url, source: "embedded", dataDir: server.dataDir, stop: server.stop };
   });
 };
@@ -53,7 +56,7 @@ export const resolveDatabase = async (
  * server. A lock whose process is gone (killed mid-start) is taken over.
  */
 export const withStartLock = async <T>(fn: () => Promise<T>): Promise<T> => {
-  const lock = path.join(path.dirname(LOCAL_DATA_DIR), "start.lock");
+  const lock = path.join(path.dirname(localDataDir()), "start.lock");
   // .picket is private when picket makes it (as root, the postgres user must pass through it to
   // the data folder; the data folder itself is private either way).
   await mkdir(path.dirname(lock), { recursive: true, mode: process.getuid?.() === 0 ? 0o755 : 0o700 });
@@ -81,7 +84,7 @@ export const withStartLock = async <T>(fn: () => Promise<T>): Promise<T> => {
 
 /** The server running in ./.picket/pgdata when someone still answers for it (an orphan is not: the next start replaces it). */
 export const answeredForServer = (): RunningEmbeddedPostgres | undefined => {
-  const found = findEmbeddedPostgres(LOCAL_DATA_DIR);
+  const found = findEmbeddedPostgres(localDataDir());
   return found?.ownerAlive ? found : undefined;
 };
 

@@ -8,7 +8,7 @@ import path from "node:path";
 import type { Command } from "commander";
 import { checkSchemaName, handlerCoverage, migrate, openPool, PicketError, startEmbeddedPostgres } from "../db/index.ts";
 import { findEmbeddedPostgres, stopEmbeddedPostgresIn, type RunningEmbeddedPostgres } from "../db/embedded.ts";
-import { answeredForServer, LOCAL_DATA_DIR, withStartLock } from "./database.ts";
+import { answeredForServer, localDataDir, withStartLock } from "./database.ts";
 import { portOption } from "./shared.ts";
 
 const say = (line: string) => process.stderr.write(`picket: ${line}\n`);
@@ -19,7 +19,7 @@ const startedBy = (running: RunningEmbeddedPostgres): string =>
 // The port the last `db start` used, kept beside the data (the owner file goes with the server).
 // A worker holds the URL it was started with: a server restarted on another port would leave it
 // retrying a dead address forever, so `db start` takes the same port again when it is free.
-const LAST_PORT_FILE = path.join(path.dirname(LOCAL_DATA_DIR), "last-port");
+const lastPortFile = (): string => path.join(path.dirname(localDataDir()), "last-port");
 
 const portIsFree = (port: number): Promise<boolean> =>
   new Promise((resolve) => {
@@ -29,7 +29,7 @@ const portIsFree = (port: number): Promise<boolean> =>
   });
 
 const lastPort = async (): Promise<number | undefined> => {
-  const port = Number((await readFile(LAST_PORT_FILE, "utf8").catch(() => "")).trim());
+  const port = Number((await readFile(lastPortFile(), "utf8").catch(() => "")).trim());
   return Number.isInteger(port) && port > 0 && port < 65_536 && (await portIsFree(port)) ? port : undefined;
 };
 
@@ -62,8 +62,8 @@ export const dbCommand = (program: Command): void => {
         const already = answeredForServer();
         if (already) return { already };
         const port = options.port ?? (await lastPort());
-        const server = await startEmbeddedPostgres({ dataDir: LOCAL_DATA_DIR, keep: true, ...(port !== undefined ? { port } : {}) });
-        await writeFile(LAST_PORT_FILE, `${server.port}\n`);
+        const server = await startEmbeddedPostgres({ dataDir: localDataDir(), keep: true, ...(port !== undefined ? { port } : {}) });
+        await writeFile(lastPortFile(), `${server.port}\n`);
         // Migrated as the worker migrates the embedded server it starts, so that `picket enqueue`
         // and `picket stats` work on it at once.
         try {
@@ -74,7 +74,7 @@ export const dbCommand = (program: Command): void => {
             await pool.end();
           }
         } catch (error) {
-          await stopEmbeddedPostgresIn(LOCAL_DATA_DIR);
+          await stopEmbeddedPostgresIn(localDataDir());
           throw error;
         }
         return { server };
@@ -101,7 +101,7 @@ export const dbCommand = (program: Command): void => {
   db.command("stop")
     .description("stop the embedded PostgreSQL that `picket db start` started (fast shutdown: sessions are ended, data kept)")
     .action(async () => {
-      const found = findEmbeddedPostgres(LOCAL_DATA_DIR);
+      const found = findEmbeddedPostgres(localDataDir());
       if (found === undefined) {
         say("no embedded PostgreSQL is running in .picket/pgdata; nothing to stop");
         return;
@@ -116,7 +116,7 @@ export const dbCommand = (program: Command): void => {
       // Workers on it are not stopped: they retry their connections until a server answers on its
       // port again, which the next `db start` gives them. Say so, or they look silently wedged.
       const workers = await liveWorkersOn(found.url);
-      await stopEmbeddedPostgresIn(LOCAL_DATA_DIR);
+      await stopEmbeddedPostgresIn(localDataDir());
       say(`stopped the embedded PostgreSQL in .picket/pgdata (process ${found.serverPid}); its data is kept`);
       if (workers > 0) {
         say(

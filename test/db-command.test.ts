@@ -1,0 +1,323 @@
+// `picket db start|url|stop` and the way every command finds its database (src/cli/db.ts,
+// src/cli/database.ts), run in this process: test/db-share.test.ts runs the same commands as a
+// user does, in child processes, which the mutation run cannot reach. Each test works in a project
+// folder of its own (this process changes into it), with a real embedded server.
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Command } from "commander";
+import pg from "pg";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { dbCommand } from "../src/cli/db.ts";
+import { describeEmbedded, givenDatabaseUrl, localDataDir, resolveDatabase, withStartLock, type ResolvedDatabase } from "../src/cli/database.ts";
+import { findEmbeddedPostgres, stopEmbeddedPostgresIn } from "../src/db/embedded.ts";
+import { beat } from "../src/db/workers.ts";
+import { isAlive } from "../src/db/process-alive.ts";
+
+const URL_LINE = /^postgres:\/\/postgres:[A-Za-z0-9_-]{32}@127\.0\.0\.1:(\d+)\/postgres\n$/;
+const startedDir = process.cwd();
+const cleanups: (() => Promise<void>)[] = [];
+
+beforeEach(async () => {
+  // A project folder the postgres user can reach (as root the server runs as postgres).
+  const cwd = await mkdtemp(path.join(tmpdir(), "picket-dbcommand-"));
+  await chmod(cwd, 0o755);
+  process.chdir(cwd);
+  cleanups.push(async () => {
+    await stopEmbeddedPostgresIn(path.join(cwd, ".picket", "pgdata")).catch(() => undefined);
+    await rm(cwd, { recursive: true, force: true });
+  });
+});
+
+afterEach(async () => {
+  vi.restoreAllMocks();
+  vi.unstubAllEnvs();
+  process.chdir(startedDir);
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** Runs `picket db ...` in this process: what it wrote to stdout and stderr, or what it threw. */
+const db = async (...args: string[]): Promise<{ stdout: string; stderr: string; error?: Error }> => {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  vi.spyOn(process.stdout, "write").mockImplementation((chunk) => (stdout.push(String(chunk)), true));
+  vi.spyOn(process.stderr, "write").mockImplementation((chunk) => (stderr.push(String(chunk)), true));
+  const program = new Command().exitOverride();
+  dbCommand(program);
+  let error: Error | undefined;
+  try {
+    await program.parseAsync(["db", ...args], { from: "user" });
+  } catch (thrown) {
+    error = thrown as Error;
+  } finally {
+    vi.mocked(process.stdout.write).mockRestore();
+    vi.mocked(process.stderr.write).mockRestore();
+  }
+  return { stdout: stdout.join(""), stderr: stderr.join(""), ...(error ? { error } : {}) };
+};
+
+const portOf = (stdout: string): number => Number(URL_LINE.exec(stdout)?.[1]);
+
+const query = async (url: string, sql: string): Promise<unknown[]> => {
+  const client = new pg.Client({ connectionString: url.trim() });
+  await client.connect();
+  try {
+    return (await client.query(sql)).rows;
+  } finally {
+    await client.end();
+  }
+};
+
+/** A process that is not this one and runs until the test ends (`sleep`, not Node). */
+const otherLiveProcess = (): number => {
+  const child = spawn("sleep", ["60"], { stdio: "ignore" });
+  cleanups.push(async () => void child.kill("SIGKILL"));
+  return child.pid!;
+};
+
+/** A pid no process has any longer. */
+const deadPid = async (): Promise<number> => {
+  const child = spawn("true", { stdio: "ignore" });
+  await new Promise((resolve) => child.once("exit", resolve));
+  return child.pid!;
+};
+
+describe("the database URL a command was given", () => {
+  it("is --database-url first, then DATABASE_URL, and none when neither is set", () => {
+    vi.stubEnv("DATABASE_URL", "postgres://env/db");
+    expect(givenDatabaseUrl("postgres://option/db")).toEqual({ url: "postgres://option/db", source: "option" });
+    expect(givenDatabaseUrl(undefined)).toEqual({ url: "postgres://env/db", source: "DATABASE_URL" });
+    vi.stubEnv("DATABASE_URL", undefined);
+    expect(givenDatabaseUrl(undefined)).toBeUndefined();
+  });
+
+  it("is refused when empty or blank, saying which one and what to do, rather than read as none", () => {
+    expect(() => givenDatabaseUrl(" ")).toThrow("picket: --database-url is empty: give a PostgreSQL connection string, or leave the option out.");
+    vi.stubEnv("DATABASE_URL", "  ");
+    expect(() => givenDatabaseUrl(undefined)).toThrow(/^picket: DATABASE_URL is set but empty: .*`unset DATABASE_URL`/);
+    // The option still wins over an empty DATABASE_URL.
+    expect(givenDatabaseUrl("postgres://option/db")?.source).toBe("option");
+  });
+});
+
+describe("resolveDatabase", () => {
+  it("uses the URL given, and its stop() stops nothing", async () => {
+    const resolved = await resolveDatabase("postgres://given/db", { temporary: false });
+    expect(resolved).toMatchObject({ url: "postgres://given/db", source: "option" });
+    await expect(resolved.stop()).resolves.toBeUndefined();
+    expect(describeEmbedded(resolved, "worker")).toBeUndefined();
+    expect(existsSync(".picket")).toBe(false);
+  });
+
+  it("starts a temporary server outside the project for the demo, which its stop() stops", async () => {
+    vi.stubEnv("DATABASE_URL", undefined);
+    const resolved = await resolveDatabase(undefined, { temporary: true });
+    cleanups.push(() => resolved.stop());
+    expect(resolved.source).toBe("embedded");
+    expect(resolved.dataDir).toBeDefined();
+    expect(resolved.dataDir!.startsWith(process.cwd())).toBe(false);
+    expect(existsSync(".picket")).toBe(false);
+    expect(await query(resolved.url, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
+    await resolved.stop();
+    expect(findEmbeddedPostgres(resolved.dataDir!)).toBeUndefined();
+  }, 120_000);
+
+  it("starts the project's server in ./.picket/pgdata, which the next command shares and does not stop", async () => {
+    vi.stubEnv("DATABASE_URL", undefined);
+    const first = await resolveDatabase(undefined, { temporary: false });
+    cleanups.push(() => first.stop());
+    expect(first.source).toBe("embedded");
+    expect(first.shared).toBeUndefined();
+    expect(first.dataDir).toBe(path.join(process.cwd(), ".picket", "pgdata"));
+    expect(localDataDir()).toBe(first.dataDir);
+    expect(existsSync(path.join(".picket", "start.lock"))).toBe(false);
+    expect(describeEmbedded(first, "worker")).toBe(
+      `no DATABASE_URL: started the embedded PostgreSQL in .picket/pgdata for this worker at ${first.url}; ` +
+        "other picket commands here use it while this worker runs, and it stops when this worker ends (`picket db start` keeps one running)",
+    );
+
+    const second: ResolvedDatabase = await resolveDatabase(undefined, { temporary: false });
+    expect(second).toMatchObject({ url: first.url, source: "embedded", dataDir: first.dataDir });
+    expect(second.shared).toMatchObject({ ownerPid: process.pid, kept: false });
+    expect(describeEmbedded(second, "dashboard")).toBe(
+      `no DATABASE_URL: using the embedded PostgreSQL of picket process ${process.pid} at ${first.url}; it stops when that process ends (\`picket db start\` keeps one running)`,
+    );
+    await second.stop();
+    expect(await query(first.url, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
+    await first.stop();
+    expect(findEmbeddedPostgres(first.dataDir!)).toBeUndefined();
+  }, 120_000);
+});
+
+describe("the start lock", () => {
+  const lock = () => path.join(".picket", "start.lock");
+
+  it("makes .picket private (passable by the postgres user as root), holds the lock file with its pid while fn runs, and removes it after, also when fn throws", async () => {
+    let during = "";
+    expect(await withStartLock(async () => ((during = readFileSync(lock(), "utf8")), 42))).toBe(42);
+    expect(during).toBe(String(process.pid));
+    expect(statSync(".picket").mode & 0o777).toBe(process.getuid?.() === 0 ? 0o755 : 0o700);
+    expect(existsSync(lock())).toBe(false);
+    await expect(withStartLock(async () => Promise.reject(new Error("initdb failed")))).rejects.toThrow("initdb failed");
+    expect(existsSync(lock())).toBe(false);
+  });
+
+  it("lets one caller in at a time: the other starts when the first has finished", async () => {
+    const events: string[] = [];
+    const hold = (name: string) =>
+      withStartLock(async () => {
+        events.push(`${name} in`);
+        await new Promise((r) => setTimeout(r, 300));
+        events.push(`${name} out`);
+      });
+    await Promise.all([hold("a"), hold("b")]);
+    // Either may win the race; the other goes in only once the first is out.
+    const first = events[0]!.split(" ")[0];
+    const second = first === "a" ? "b" : "a";
+    expect(events).toEqual([`${first} in`, `${first} out`, `${second} in`, `${second} out`]);
+  });
+
+  it("takes over a lock whose process is gone, and waits on one being written (empty) until it is released", async () => {
+    await mkdir(".picket");
+    await writeFile(lock(), String(await deadPid()));
+    expect(await withStartLock(async () => "taken over")).toBe("taken over");
+
+    await writeFile(lock(), "");
+    let released = false;
+    setTimeout(() => {
+      released = true;
+      void rm(lock());
+    }, 400);
+    expect(await withStartLock(async () => released)).toBe(true);
+  });
+
+  it("gives up after 2 minutes on a lock a live process holds, naming it and the file", async () => {
+    await mkdir(".picket");
+    const holder = otherLiveProcess();
+    await writeFile(lock(), String(holder));
+    const now = Date.now();
+    // The deadline is read at the first call; every later one is just past it.
+    vi.spyOn(Date, "now").mockReturnValueOnce(now).mockReturnValueOnce(now + 119_000).mockReturnValue(now + 120_001);
+    const ran = vi.fn();
+    await expect(withStartLock(ran)).rejects.toThrow(
+      `picket: picket process ${holder} has been starting the embedded PostgreSQL for 2 minutes (${path.resolve(lock())}); stop it, or remove the file if it is gone.`,
+    );
+    expect(ran).not.toHaveBeenCalled();
+    expect(readFileSync(lock(), "utf8")).toBe(String(holder));
+  });
+});
+
+describe("picket db", () => {
+  it("url fails and stop says there is nothing to stop when no server runs", async () => {
+    const url = await db("url");
+    expect(url.error?.message).toBe("picket: no embedded PostgreSQL is running in .picket/pgdata: start one with `picket db start`.");
+    expect(url.stdout).toBe("");
+    const stop = await db("stop");
+    expect(stop).toEqual({ stdout: "", stderr: "picket: no embedded PostgreSQL is running in .picket/pgdata; nothing to stop\n" });
+  });
+
+  it("start starts a migrated server that url names; a second start finds it; stop stops it; the next start takes its port again", async () => {
+    vi.stubEnv("DATABASE_URL", undefined);
+    const start = await db("start");
+    expect(start.error).toBeUndefined();
+    expect(start.stdout).toMatch(URL_LINE);
+    const dataDir = path.join(process.cwd(), ".picket", "pgdata");
+    expect(start.stderr).toBe(
+      `picket: started the embedded PostgreSQL in ${dataDir} (schema "picket" migrated); every picket command here uses it until \`picket db stop\`\n`,
+    );
+    const port = portOf(start.stdout);
+    expect(readFileSync(path.join(".picket", "last-port"), "utf8")).toBe(`${port}\n`);
+    expect(await query(start.stdout, "SELECT count(*)::int AS n FROM picket.jobs")).toEqual([{ n: 0 }]);
+    expect(findEmbeddedPostgres(dataDir)).toMatchObject({ kept: true, port });
+
+    expect(await db("url")).toEqual({ stdout: start.stdout, stderr: "" });
+    vi.stubEnv("DATABASE_URL", "postgres://elsewhere/db");
+    expect(await db("start")).toEqual({
+      stdout: start.stdout,
+      stderr: "picket: the embedded PostgreSQL in .picket/pgdata is already running (started by `picket db start`)\n",
+    });
+
+    const serverPid = findEmbeddedPostgres(dataDir)!.serverPid;
+    expect(await db("stop")).toEqual({
+      stdout: "",
+      stderr: `picket: stopped the embedded PostgreSQL in .picket/pgdata (process ${serverPid}); its data is kept\n`,
+    });
+    expect(isAlive(serverPid)).toBe(false);
+    expect(findEmbeddedPostgres(dataDir)).toBeUndefined();
+
+    const again = await db("start");
+    expect(again.stdout).toBe(start.stdout);
+    expect(again.stderr.split("\n")[1]).toBe("picket: DATABASE_URL is set: picket commands use it, not this server, until you unset it");
+  }, 180_000);
+
+  it("start migrates the --schema given, on the --port given, and not on a last port that is taken or unreadable", async () => {
+    const taken: Server = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    cleanups.push(() => new Promise((resolve) => taken.close(() => resolve())));
+    const takenPort = (taken.address() as { port: number }).port;
+    await mkdir(".picket");
+    await writeFile(path.join(".picket", "last-port"), `${takenPort}\n`);
+
+    const start = await db("start", "--schema", "jobs_here");
+    expect(start.error).toBeUndefined();
+    expect(portOf(start.stdout)).not.toBe(takenPort);
+    expect(start.stderr).toContain('(schema "jobs_here" migrated)');
+    expect(await query(start.stdout, "SELECT count(*)::int AS n FROM jobs_here.jobs")).toEqual([{ n: 0 }]);
+    expect(await query(start.stdout, "SELECT to_regclass('picket.jobs') AS t")).toEqual([{ t: null }]);
+    await db("stop");
+
+    writeFileSync(path.join(".picket", "last-port"), "not a port\n");
+    const free = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => resolve(port));
+      });
+    });
+    const onPort = await db("start", "--port", String(free));
+    expect(portOf(onPort.stdout)).toBe(free);
+    expect(readFileSync(path.join(".picket", "last-port"), "utf8")).toBe(`${free}\n`);
+  }, 180_000);
+
+  it("stop says how many live workers were using the server, and which port brings it back", async () => {
+    const start = await db("start");
+    const port = portOf(start.stdout);
+    const pool = new pg.Pool({ connectionString: start.stdout.trim() });
+    for (const id of ["w1", "w2"]) {
+      await beat(pool, {
+        id, host: "here", pid: 1, version: "test", startedAt: new Date(), concurrency: 1, state: "running",
+        jobs: [], running: 0, waiting: 0, tasks: ["t"], completedPerSecond: {},
+      });
+    }
+    await pool.end();
+    const stop = await db("stop");
+    expect(stop.stderr.split("\n")[1]).toBe(
+      `picket: 2 live worker(s) were using it: they keep retrying (and log connection errors) until \`picket db start\` brings it back on port ${port}, or until you stop them`,
+    );
+  }, 180_000);
+
+  it("stop refuses a server another live picket process started for itself, naming it, and leaves it running", async () => {
+    vi.stubEnv("DATABASE_URL", undefined);
+    const own = await resolveDatabase(undefined, { temporary: false });
+    cleanups.push(() => own.stop());
+    const ownerFile = path.join(own.dataDir!, "picket-owner.json");
+    const owner = JSON.parse(readFileSync(ownerFile, "utf8")) as { ownerPid: number };
+    const other = otherLiveProcess();
+    writeFileSync(ownerFile, JSON.stringify({ ...owner, ownerPid: other }));
+
+    const stop = await db("stop");
+    expect(stop.error?.message).toBe(
+      `picket: the embedded PostgreSQL in .picket/pgdata was started by picket process ${other} for itself and stops when it ends: stop that process (kill -TERM ${other}).`,
+    );
+    expect(findEmbeddedPostgres(own.dataDir!)).toMatchObject({ ownerPid: other, ownerAlive: true });
+    // db start and db url name it too, as one another process answers for.
+    const start = await db("start");
+    expect(start.stderr).toBe(`picket: the embedded PostgreSQL in .picket/pgdata is already running (started by picket process ${other}, and stopped when it ends)\n`);
+    expect(start.stdout).toBe(`${own.url}\n`);
+    writeFileSync(ownerFile, JSON.stringify(owner));
+    // This process's own server (not kept) is stopped by db stop.
+    expect((await db("stop")).stderr).toMatch(/^picket: stopped the embedded PostgreSQL in \.picket\/pgdata/);
+  }, 180_000);
+});
