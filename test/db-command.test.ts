@@ -18,14 +18,17 @@ import { beat } from "../src/db/workers.ts";
 import { isAlive } from "../src/db/process-alive.ts";
 
 const URL_LINE = /^postgres:\/\/postgres:[A-Za-z0-9_-]{32}@127\.0\.0\.1:(\d+)\/postgres\n$/;
-const startedDir = process.cwd();
 const cleanups: (() => Promise<void>)[] = [];
+/** A path in the project folder the test runs from. */
+const project = (...parts: string[]): string => path.join(process.cwd(), ...parts);
 
 beforeEach(async () => {
   // A project folder the postgres user can reach (as root the server runs as postgres).
   const cwd = await mkdtemp(path.join(tmpdir(), "picket-dbcommand-"));
   await chmod(cwd, 0o755);
-  process.chdir(cwd);
+  // The folder a command runs from, as process.cwd() reports it (vitest's worker threads,
+  // which the mutation run uses, cannot chdir).
+  vi.spyOn(process, "cwd").mockReturnValue(cwd);
   cleanups.push(async () => {
     await stopEmbeddedPostgresIn(path.join(cwd, ".picket", "pgdata")).catch(() => undefined);
     await rm(cwd, { recursive: true, force: true });
@@ -35,7 +38,6 @@ beforeEach(async () => {
 afterEach(async () => {
   vi.restoreAllMocks();
   vi.unstubAllEnvs();
-  process.chdir(startedDir);
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
@@ -109,7 +111,7 @@ describe("resolveDatabase", () => {
     expect(resolved).toMatchObject({ url: "postgres://given/db", source: "option" });
     await expect(resolved.stop()).resolves.toBeUndefined();
     expect(describeEmbedded(resolved, "worker")).toBeUndefined();
-    expect(existsSync(".picket")).toBe(false);
+    expect(existsSync(project(".picket"))).toBe(false);
   });
 
   it("starts a temporary server outside the project for the demo, which its stop() stops", async () => {
@@ -119,7 +121,7 @@ describe("resolveDatabase", () => {
     expect(resolved.source).toBe("embedded");
     expect(resolved.dataDir).toBeDefined();
     expect(resolved.dataDir!.startsWith(process.cwd())).toBe(false);
-    expect(existsSync(".picket")).toBe(false);
+    expect(existsSync(project(".picket"))).toBe(false);
     expect(await query(resolved.url, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
     await resolved.stop();
     expect(findEmbeddedPostgres(resolved.dataDir!)).toBeUndefined();
@@ -133,7 +135,7 @@ describe("resolveDatabase", () => {
     expect(first.shared).toBeUndefined();
     expect(first.dataDir).toBe(path.join(process.cwd(), ".picket", "pgdata"));
     expect(localDataDir()).toBe(first.dataDir);
-    expect(existsSync(path.join(".picket", "start.lock"))).toBe(false);
+    expect(existsSync(project(".picket", "start.lock"))).toBe(false);
     expect(describeEmbedded(first, "worker")).toBe(
       `no DATABASE_URL: started the embedded PostgreSQL in .picket/pgdata for this worker at ${first.url}; ` +
         "other picket commands here use it while this worker runs, and it stops when this worker ends (`picket db start` keeps one running)",
@@ -153,13 +155,13 @@ describe("resolveDatabase", () => {
 });
 
 describe("the start lock", () => {
-  const lock = () => path.join(".picket", "start.lock");
+  const lock = () => project(".picket", "start.lock");
 
   it("makes .picket private (passable by the postgres user as root), holds the lock file with its pid while fn runs, and removes it after, also when fn throws", async () => {
     let during = "";
     expect(await withStartLock(async () => ((during = readFileSync(lock(), "utf8")), 42))).toBe(42);
     expect(during).toBe(String(process.pid));
-    expect(statSync(".picket").mode & 0o777).toBe(process.getuid?.() === 0 ? 0o755 : 0o700);
+    expect(statSync(project(".picket")).mode & 0o777).toBe(process.getuid?.() === 0 ? 0o755 : 0o700);
     expect(existsSync(lock())).toBe(false);
     await expect(withStartLock(async () => Promise.reject(new Error("initdb failed")))).rejects.toThrow("initdb failed");
     expect(existsSync(lock())).toBe(false);
@@ -181,7 +183,7 @@ describe("the start lock", () => {
   });
 
   it("takes over a lock whose process is gone, and waits on one being written (empty) until it is released", async () => {
-    await mkdir(".picket");
+    await mkdir(project(".picket"));
     await writeFile(lock(), String(await deadPid()));
     expect(await withStartLock(async () => "taken over")).toBe("taken over");
 
@@ -195,7 +197,7 @@ describe("the start lock", () => {
   });
 
   it("gives up after 2 minutes on a lock a live process holds, naming it and the file", async () => {
-    await mkdir(".picket");
+    await mkdir(project(".picket"));
     const holder = otherLiveProcess();
     await writeFile(lock(), String(holder));
     const now = Date.now();
@@ -229,7 +231,7 @@ describe("picket db", () => {
       `picket: started the embedded PostgreSQL in ${dataDir} (schema "picket" migrated); every picket command here uses it until \`picket db stop\`\n`,
     );
     const port = portOf(start.stdout);
-    expect(readFileSync(path.join(".picket", "last-port"), "utf8")).toBe(`${port}\n`);
+    expect(readFileSync(project(".picket", "last-port"), "utf8")).toBe(`${port}\n`);
     expect(await query(start.stdout, "SELECT count(*)::int AS n FROM picket.jobs")).toEqual([{ n: 0 }]);
     expect(findEmbeddedPostgres(dataDir)).toMatchObject({ kept: true, port });
 
@@ -258,8 +260,8 @@ describe("picket db", () => {
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
     cleanups.push(() => new Promise((resolve) => taken.close(() => resolve())));
     const takenPort = (taken.address() as { port: number }).port;
-    await mkdir(".picket");
-    await writeFile(path.join(".picket", "last-port"), `${takenPort}\n`);
+    await mkdir(project(".picket"));
+    await writeFile(project(".picket", "last-port"), `${takenPort}\n`);
 
     const start = await db("start", "--schema", "jobs_here");
     expect(start.error).toBeUndefined();
@@ -269,7 +271,7 @@ describe("picket db", () => {
     expect(await query(start.stdout, "SELECT to_regclass('picket.jobs') AS t")).toEqual([{ t: null }]);
     await db("stop");
 
-    writeFileSync(path.join(".picket", "last-port"), "not a port\n");
+    writeFileSync(project(".picket", "last-port"), "not a port\n");
     const free = await new Promise<number>((resolve) => {
       const probe = createServer().listen(0, "127.0.0.1", () => {
         const { port } = probe.address() as { port: number };
@@ -278,7 +280,7 @@ describe("picket db", () => {
     });
     const onPort = await db("start", "--port", String(free));
     expect(portOf(onPort.stdout)).toBe(free);
-    expect(readFileSync(path.join(".picket", "last-port"), "utf8")).toBe(`${free}\n`);
+    expect(readFileSync(project(".picket", "last-port"), "utf8")).toBe(`${free}\n`);
   }, 180_000);
 
   it("stop says how many live workers were using the server, and which port brings it back", async () => {
