@@ -17,6 +17,7 @@ import {
   type JobSpec,
   type Queryable,
 } from "../src/db/index.ts";
+import { enqueueWithDedupeModes } from "../src/db/dedupe.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { claimed, row, want } from "./support/factory.ts";
 
@@ -422,4 +423,15 @@ describe("dedupe modes: batches, SQL and bad input", () => {
       expect(await rowsWithKey("never")).toEqual([]);
     });
   }
+});
+
+describe("the moded enqueue's own edges", () => {
+  it("runs a replaced or windowed job at the runAt given, and answers an empty batch with no jobs and no statement", async () => {
+    const runAt = new Date("2031-05-06T07:08:09.000Z");
+    const replaced = await enqueueJob(db.pool, { type: "at", key: "at-1", dedupe: "replace", runAt });
+    const windowed = await enqueueJob(db.pool, { type: "at", key: "at-2", dedupe: { windowMs: 60_000 }, runAt });
+    expect([replaced.runAt, windowed.runAt]).toEqual([runAt, runAt]);
+    const noQueries = { query: () => Promise.reject(new Error("no statement expected")) } as unknown as Queryable;
+    expect(await enqueueWithDedupeModes(noQueries, [])).toEqual([]);
+  });
 });

@@ -1,0 +1,100 @@
+// ctx.step's outcomes one by one, with stepsFor called directly on a claimed job: a step recorded
+// under the claim by a call this run did not make, the job cancelled or reclaimed while the step's
+// function ran, and the refusals of a bad name or function.
+import { describe, expect, it, vi } from "vitest";
+import { cancelJob, checkStepName, InvalidJobError, jobSteps, recordStep, type ClaimedJob } from "../src/db/index.ts";
+import { StepFencedError, stepsFor, type StepDeps } from "../src/runtime/steps.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { claimed } from "./support/factory.ts";
+
+const db = useTestDatabase();
+
+const stepOf = async (type: string) => {
+  const [job] = await claimed(db.pool, type);
+  const deps = { db: db.pool, statements: { schema: "picket" }, recorded: vi.fn(), leaseLost: vi.fn(), cancelled: vi.fn() } satisfies StepDeps;
+  return { job: job!, deps, step: stepsFor(deps, job!, new AbortController().signal) };
+};
+
+const rejection = async (promise: Promise<unknown>): Promise<Error> => {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error("expected a rejection");
+};
+
+describe("a step's outcomes", () => {
+  it("returns the record a call this run did not make wrote under the same claim, not its own result", async () => {
+    const { job, deps, step } = await stepOf("step-exists");
+    const result = await step("charge", async () => {
+      await recordStep(db.pool, { id: job.id, token: job.claimToken }, { name: "other", result: "unrelated", attempt: job.attempts });
+      await recordStep(db.pool, { id: job.id, token: job.claimToken }, { name: "charge", result: "recorded first", attempt: job.attempts });
+      return "this call's";
+    });
+    expect(result).toBe("recorded first");
+    expect(deps.recorded).not.toHaveBeenCalled();
+  });
+
+  it("stops the run when the job was cancelled while the step ran, saying so", async () => {
+    const { job, deps, step } = await stepOf("step-cancelled");
+    const error = await rejection(
+      step("ship", async () => {
+        await cancelJob(db.pool, job.id);
+        return 1;
+      }),
+    );
+    expect(error).toBeInstanceOf(StepFencedError);
+    expect(error.name).toBe("StepFencedError");
+    expect(error.message).toBe(`picket: step "ship" of job ${job.id} was not recorded: the job was cancelled.`);
+    expect(deps.cancelled).toHaveBeenCalledWith(job);
+    expect(deps.leaseLost).not.toHaveBeenCalled();
+    expect(await jobSteps(db.pool, job.id)).toEqual([]);
+  });
+
+  it("stops the run when another claim took the job while the step ran, saying so", async () => {
+    const { job, deps, step } = await stepOf("step-fenced");
+    const error = await rejection(
+      step("ship", async () => {
+        await db.pool.query("UPDATE picket.jobs SET claim_token = gen_random_uuid() WHERE id = $1", [job.id]);
+        return 1;
+      }),
+    );
+    expect(error).toBeInstanceOf(StepFencedError);
+    expect(error.message).toBe(
+      `picket: step "ship" of job ${job.id} was not recorded: this run's claim was lost (the job was reclaimed or finished elsewhere); the run is stopped.`,
+    );
+    expect(deps.leaseLost).toHaveBeenCalledWith(job);
+    expect(deps.cancelled).not.toHaveBeenCalled();
+  });
+
+  it("refuses a step without a function, and a bad name, before running anything", async () => {
+    const { job, step } = await stepOf("step-refused");
+    const error = await rejection(step("x", 5 as never));
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).toBe('picket: step "x" needs a function to run (got number).');
+    const run = vi.fn();
+    expect(await rejection(step("", run))).toBeInstanceOf(InvalidJobError);
+    expect(run).not.toHaveBeenCalled();
+    expect(await jobSteps(db.pool, job.id)).toEqual([]);
+  });
+});
+
+describe("checkStepName", () => {
+  it("shows what it was given, at most 40 characters of it", () => {
+    const message = (fn: () => unknown) => {
+      try {
+        fn();
+      } catch (error) {
+        expect(error).toBeInstanceOf(InvalidJobError);
+        return (error as Error).message;
+      }
+      throw new Error("expected a refusal");
+    };
+    expect(message(() => checkStepName(5))).toBe("picket: a step name must be a string of 1 to 200 characters (got 5).");
+    expect(message(() => checkStepName(""))).toBe('picket: a step name must be a string of 1 to 200 characters (got "").');
+    expect(message(() => checkStepName("n".repeat(201)))).toBe(`picket: a step name must be a string of 1 to 200 characters (got "${"n".repeat(40)}").`);
+    expect(message(() => checkStepName(`${"n".repeat(45)}\u0000`))).toMatch(new RegExp(`^picket: step name "${"n".repeat(40)}" contains a NUL character`));
+    expect(checkStepName("n".repeat(200))).toBe("n".repeat(200));
+  });
+});
