@@ -104,6 +104,7 @@ describe("the missed-tick policy", () => {
       expect(refusal(() => catchUpOf({ catchUp: bad }, "here"))).toBe(`picket: here: missed.catchUp must be an integer from 0 to 1000 (got ${JSON.stringify(bad)}).`);
     }
     expect(refusal(() => catchUpOf({}, "here"))).toBe('picket: here: missed must be "skip", "latest" or { catchUp: N } (got {}).');
+    expect(refusal(() => catchUpOf(null, "here"))).toBe('picket: here: missed must be "skip", "latest" or { catchUp: N } (got null).');
   });
 
   it("gives back the policy a stored count stands for", () => {
@@ -121,6 +122,27 @@ describe("cronOf", () => {
     expect(utc.nextRun(from)?.toISOString()).toBe("2026-03-02T09:00:00.000Z");
     expect(tokyo.nextRun(from)?.toISOString()).toBe("2026-03-02T00:00:00.000Z");
     expect(cronOf("30 9 * * *", null).nextRun(from)?.toISOString()).toBe("2026-03-02T09:30:00.000Z");
+    // Two zones of one pattern are two evaluators, and making another keeps the first.
+    expect(cronOf("0 9 * * *", "Europe/Paris").nextRun(from)?.toISOString()).toBe("2026-03-02T08:00:00.000Z");
+    expect(cronOf("0 9 * * *", "Asia/Tokyo")).toBe(tokyo);
+    expect(cronOf("0 9 * * *", null)).toBe(utc);
+  });
+
+  it("reads a pattern without a zone in UTC whatever the process's own zone", () => {
+    const zone = process.env.TZ;
+    process.env.TZ = "Asia/Kathmandu";
+    try {
+      expect(cronOf("17 9 * * *", null).nextRun(new Date("2026-03-01T12:00:00Z"))?.toISOString()).toBe("2026-03-02T09:17:00.000Z");
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+  });
+
+  it("forgets its evaluators once it holds more than 10,000, so a stream of new patterns cannot grow it without end", () => {
+    const first = cronOf("1 2 3 4 5", null);
+    for (let i = 0; i < 10_002; i++) cronOf(`${i % 60} ${Math.floor(i / 60) % 60} ${Math.floor(i / 3600)} * * *`, null);
+    expect(cronOf("1 2 3 4 5", null)).not.toBe(first);
   });
 });
 
