@@ -13,7 +13,7 @@ import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { dbCommand } from "../src/cli/db.ts";
 import { describeEmbedded, givenDatabaseUrl, localDataDir, resolveDatabase, withStartLock, type ResolvedDatabase } from "../src/cli/database.ts";
-import { findEmbeddedPostgres, stopEmbeddedPostgresIn } from "../src/db/embedded.ts";
+import { findEmbeddedPostgres, startEmbeddedPostgres, stopEmbeddedPostgresIn } from "../src/db/embedded.ts";
 import { beat } from "../src/db/workers.ts";
 import { isAlive } from "../src/db/process-alive.ts";
 
@@ -321,5 +321,62 @@ describe("picket db", () => {
     writeFileSync(ownerFile, JSON.stringify(owner));
     // This process's own server (not kept) is stopped by db stop.
     expect((await db("stop")).stderr).toMatch(/^picket: stopped the embedded PostgreSQL in \.picket\/pgdata/);
+  }, 180_000);
+});
+
+describe("the shared server, found rather than started", () => {
+  it("is used at once while another process holds the start lock, and found under the lock when it started meanwhile", async () => {
+    vi.stubEnv("DATABASE_URL", undefined);
+    await mkdir(project(".picket"), { mode: 0o755 });
+    // Another live picket process is starting a server: it holds the lock.
+    writeFileSync(project(".picket", "start.lock"), String(otherLiveProcess()));
+    const resolving = resolveDatabase(undefined, { temporary: false });
+    const settled = await Promise.race([resolving.then(() => "resolved"), new Promise((r) => setTimeout(r, 1_000, "waiting"))]);
+    expect(settled).toBe("waiting");
+    // ...and its server comes up before it lets the lock go: the waiting command finds that server.
+    const server = await startEmbeddedPostgres({ dataDir: localDataDir(), keep: true });
+    cleanups.push(() => server.stop());
+    await rm(project(".picket", "start.lock"));
+    expect((await resolving).url).toBe(server.url);
+    // With the server up, a command uses it without the lock, even while someone holds it.
+    writeFileSync(project(".picket", "start.lock"), String(otherLiveProcess()));
+    const started = Date.now();
+    expect((await resolveDatabase(undefined, { temporary: false })).url).toBe(server.url);
+    expect(Date.now() - started).toBeLessThan(1_000);
+  }, 120_000);
+});
+
+describe("picket db, beyond start and stop", () => {
+  it("says in its help what each command does and what each option is for", () => {
+    const program = new Command();
+    dbCommand(program);
+    const command = program.commands.find((c) => c.name() === "db")!;
+    expect(command.description()).toBe("the embedded PostgreSQL in ./.picket/pgdata, as a server every picket command run here shares");
+    const start = command.commands.find((c) => c.name() === "start")!;
+    expect(start.description()).toBe("start the embedded PostgreSQL in the background (it runs until `picket db stop`), migrate it, print its URL");
+    expect(start.options.map((o) => [o.flags, o.description, o.defaultValue])).toEqual([
+      ["--schema <name>", "schema of picket's tables to create or update", "picket"],
+      ["--port <port>", "port to listen on (default: a free one)", undefined],
+    ]);
+    expect(command.commands.find((c) => c.name() === "url")!.description()).toBe("print the running embedded PostgreSQL's URL (with its password), for psql or DATABASE_URL");
+    expect(command.commands.find((c) => c.name() === "stop")!.description()).toBe(
+      "stop the embedded PostgreSQL that `picket db start` started (fast shutdown: sessions are ended, data kept)",
+    );
+  });
+
+  it("start passes over a last port out of range; stop stops a kept server whoever started it", async () => {
+    await mkdir(project(".picket"), { mode: 0o755 });
+    await writeFile(project(".picket", "last-port"), "65536\n");
+    const start = await db("start");
+    expect(start.error).toBeUndefined();
+    expect(portOf(start.stdout)).toBeGreaterThan(0);
+    expect(portOf(start.stdout)).toBeLessThan(65_536);
+    // `picket db start` ran in another process, which is still alive: the server is kept, so db stop stops it.
+    const ownerFile = project(".picket", "pgdata", "picket-owner.json");
+    const owner = JSON.parse(readFileSync(ownerFile, "utf8")) as { ownerPid: number; kept?: boolean };
+    expect(owner.kept).toBe(true);
+    writeFileSync(ownerFile, JSON.stringify({ ...owner, ownerPid: otherLiveProcess() }));
+    expect((await db("stop")).stderr).toMatch(/^picket: stopped the embedded PostgreSQL in \.picket\/pgdata/);
+    expect(findEmbeddedPostgres(localDataDir())).toBeUndefined();
   }, 180_000);
 });
