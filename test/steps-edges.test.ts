@@ -25,6 +25,24 @@ const rejection = async (promise: Promise<unknown>): Promise<Error> => {
 };
 
 describe("a step's outcomes", () => {
+  it("returns its function's result once recorded, says so, and is not run again by the job's next run", async () => {
+    const { job, deps, step } = await stepOf("step-recorded");
+    expect(await step("charge", async () => ({ charged: 5 }))).toEqual({ charged: 5 });
+    expect(deps.recorded).toHaveBeenCalledWith(job, "charge");
+    const again = vi.fn(async () => ({ charged: 6 }));
+    expect(await stepsFor(deps, job, new AbortController().signal)("charge", again)).toEqual({ charged: 5 });
+    expect(again).not.toHaveBeenCalled();
+  });
+
+  it("runs nothing once the run was interrupted", async () => {
+    const { deps, job } = await stepOf("step-aborted");
+    const controller = new AbortController();
+    controller.abort(new Error("the run timed out"));
+    const run = vi.fn();
+    expect((await rejection(stepsFor(deps, job, controller.signal)("late", run))).message).toBe("the run timed out");
+    expect(run).not.toHaveBeenCalled();
+  });
+
   it("returns the record a call this run did not make wrote under the same claim, not its own result", async () => {
     const { job, deps, step } = await stepOf("step-exists");
     const result = await step("charge", async () => {

@@ -48,7 +48,6 @@ export const stepsFor = (deps: StepDeps, job: ClaimedJob, signal: AbortSignal) =
     const write = await record(name, result);
     switch (write.outcome) {
       case "recorded":
-        known.set(name, result);
         deps.recorded(job, name);
         return result;
       case "exists": {
