@@ -7,6 +7,7 @@ import {
   fireSchedule,
   InvalidConfigError,
   listSchedules,
+  migrate,
   runSchedules,
   syncTaskSchedules,
   tickKey,
@@ -46,7 +47,10 @@ describe("schedules, branch by branch", () => {
     await setLastTick("hourly", "2026-03-01T10:00:00.123Z");
     expect((await listSchedules(db.pool, { names: ["hourly"] }))[0]!.lastFired).toBeNull();
     await setLastTick("hourly", "2026-03-01T10:00:00Z");
-    expect((await listSchedules(db.pool, { names: ["hourly"] }))[0]!.lastFired).toEqual(new Date("2026-03-01T10:00:00Z"));
+    const [view] = await listSchedules(db.pool, { names: ["hourly"] });
+    expect(view!.lastFired).toEqual(new Date("2026-03-01T10:00:00Z"));
+    // Done through a tick long past: the next run is the pattern's next after now, not after that tick.
+    expect(view!.nextRun!.getTime()).toBeGreaterThan(Date.now() - 60_000);
   });
 
   it("uses a 10 s grace unless told otherwise, and lists only the schedules with ticks due", async () => {
@@ -87,6 +91,24 @@ describe("schedules, branch by branch", () => {
     });
     expect(fired.map((f) => f.schedule)).toEqual(["accepted"]);
     expect(failed).toEqual([{ schedule: "refused", error: expect.objectContaining({ code: "23514" }) }]);
+  });
+
+  it("fires the schedules of two schemas on one connection (each schema's statements prepared under its own name)", async () => {
+    const client = await db.connect();
+    try {
+      await migrate(client, { schema: "other_schedules" });
+      for (const schema of ["picket", "other_schedules"]) {
+        await upsertSchedule(client, { name: "both", task: "both", cron: "* * * * * *" }, { schema });
+        await client.query(`UPDATE ${schema}.schedules SET last_tick = '2026-03-01T10:00:00Z'`);
+      }
+      for (const schema of ["picket", "other_schedules"]) {
+        const { fired, failed } = await runSchedules(client, { tasks: [{ name: "both", maxAttempts: 5 }], at: new Date("2026-03-01T10:00:01.5Z"), schema });
+        expect(failed).toEqual([]);
+        expect(fired.map((f) => f.jobs.length)).toEqual([1]);
+      }
+    } finally {
+      await client.end();
+    }
   });
 
   it("keys a tick's job by the schedule and the tick's instant", () => {
