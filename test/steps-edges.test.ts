@@ -2,7 +2,7 @@
 // under the claim by a call this run did not make, the job cancelled or reclaimed while the step's
 // function ran, and the refusals of a bad name or function.
 import { describe, expect, it, vi } from "vitest";
-import { cancelJob, checkStepName, InvalidJobError, jobSteps, recordStep, type ClaimedJob } from "../src/db/index.ts";
+import { cancelJob, checkStepName, completeJobs, failJobs, InvalidJobError, jobSteps, recordStep, type ClaimedJob } from "../src/db/index.ts";
 import { StepFencedError, stepsFor, type StepDeps } from "../src/runtime/steps.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { claimed } from "./support/factory.ts";
@@ -84,6 +84,17 @@ describe("a step's outcomes", () => {
     );
     expect(deps.leaseLost).toHaveBeenCalledWith(job);
     expect(deps.cancelled).not.toHaveBeenCalled();
+  });
+
+  it("reports a step write that arrives after its own run finished the job as fenced, not cancelled", async () => {
+    // A handler that started a step without awaiting it and returned (or threw): the outcome was written first.
+    for (const finish of ["complete", "fail"] as const) {
+      const { job } = await stepOf(`step-after-${finish}`);
+      const claim = { id: job.id, token: job.claimToken };
+      if (finish === "complete") await completeJobs(db.pool, [claim]);
+      else await failJobs(db.pool, [{ ...claim, error: "boom" }]);
+      expect(await recordStep(db.pool, claim, { name: "late", result: 1, attempt: job.attempts })).toEqual({ outcome: "fenced" });
+    }
   });
 
   it("refuses a step without a function, and a bad name, before running anything", async () => {
