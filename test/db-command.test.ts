@@ -341,8 +341,12 @@ describe("the shared server, found rather than started", () => {
     // With the server up, a command uses it without the lock, even while someone holds it.
     writeFileSync(project(".picket", "start.lock"), String(otherLiveProcess()));
     const started = Date.now();
-    expect((await resolveDatabase(undefined, { temporary: false })).url).toBe(server.url);
+    const found = await resolveDatabase(undefined, { temporary: false });
+    expect(found.url).toBe(server.url);
     expect(Date.now() - started).toBeLessThan(1_000);
+    expect(describeEmbedded(found, "worker")).toBe(
+      `no DATABASE_URL: using the embedded PostgreSQL started by \`picket db start\` at ${server.url} (it runs until \`picket db stop\`)`,
+    );
   }, 120_000);
 });
 
@@ -362,6 +366,12 @@ describe("picket db, beyond start and stop", () => {
     expect(command.commands.find((c) => c.name() === "stop")!.description()).toBe(
       "stop the embedded PostgreSQL that `picket db start` started (fast shutdown: sessions are ended, data kept)",
     );
+  });
+
+  it("start refuses a --port that is not a port, naming the option", async () => {
+    const start = await db("start", "--port", "99999");
+    expect(start.error?.message).toMatch(/--port must be a port number from 1 to 65535 \(got "99999"\)/);
+    expect(existsSync(project(".picket"))).toBe(false);
   });
 
   it("start passes over a last port out of range; stop stops a kept server whoever started it", async () => {
