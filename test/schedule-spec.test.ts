@@ -13,16 +13,9 @@ import {
   type ScheduleSpec,
   type TickState,
 } from "../src/db/index.ts";
+import { refusalOf } from "./support/errors.ts";
 
-const refusal = (fn: () => unknown): string => {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(InvalidConfigError);
-    return (error as Error).message;
-  }
-  throw new Error("expected a refusal");
-};
+const refusal = (fn: () => unknown): string => refusalOf(fn, InvalidConfigError);
 
 const spec = (over: Partial<ScheduleSpec>): ScheduleSpec => ({ name: "nightly", task: "report", cron: "0 3 * * *", ...over });
 

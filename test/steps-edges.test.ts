@@ -2,9 +2,10 @@
 // under the claim by a call this run did not make, the job cancelled or reclaimed while the step's
 // function ran, and the refusals of a bad name or function.
 import { describe, expect, it, vi } from "vitest";
-import { cancelJob, checkStepName, completeJobs, failJobs, InvalidJobError, jobSteps, recordStep, type ClaimedJob } from "../src/db/index.ts";
+import { cancelJob, checkStepName, completeJobs, failJobs, InvalidJobError, jobSteps, recordStep } from "../src/db/index.ts";
 import { StepFencedError, stepsFor, type StepDeps } from "../src/runtime/steps.ts";
 import { useTestDatabase } from "./support/db.ts";
+import { refusalOf, rejectionOf } from "./support/errors.ts";
 import { claimed } from "./support/factory.ts";
 
 const db = useTestDatabase();
@@ -13,15 +14,6 @@ const stepOf = async (type: string) => {
   const [job] = await claimed(db.pool, type);
   const deps = { db: db.pool, statements: { schema: "picket" }, recorded: vi.fn(), leaseLost: vi.fn(), cancelled: vi.fn() } satisfies StepDeps;
   return { job: job!, deps, step: stepsFor(deps, job!, new AbortController().signal) };
-};
-
-const rejection = async (promise: Promise<unknown>): Promise<Error> => {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error("expected a rejection");
 };
 
 describe("a step's outcomes", () => {
@@ -39,7 +31,7 @@ describe("a step's outcomes", () => {
     const controller = new AbortController();
     controller.abort(new Error("the run timed out"));
     const run = vi.fn();
-    expect((await rejection(stepsFor(deps, job, controller.signal)("late", run))).message).toBe("the run timed out");
+    expect((await rejectionOf(stepsFor(deps, job, controller.signal)("late", run))).message).toBe("the run timed out");
     expect(run).not.toHaveBeenCalled();
   });
 
@@ -56,7 +48,7 @@ describe("a step's outcomes", () => {
 
   it("stops the run when the job was cancelled while the step ran, saying so", async () => {
     const { job, deps, step } = await stepOf("step-cancelled");
-    const error = await rejection(
+    const error = await rejectionOf(
       step("ship", async () => {
         await cancelJob(db.pool, job.id);
         return 1;
@@ -72,7 +64,7 @@ describe("a step's outcomes", () => {
 
   it("stops the run when another claim took the job while the step ran, saying so", async () => {
     const { job, deps, step } = await stepOf("step-fenced");
-    const error = await rejection(
+    const error = await rejectionOf(
       step("ship", async () => {
         await db.pool.query("UPDATE picket.jobs SET claim_token = gen_random_uuid() WHERE id = $1", [job.id]);
         return 1;
@@ -99,11 +91,11 @@ describe("a step's outcomes", () => {
 
   it("refuses a step without a function, and a bad name, before running anything", async () => {
     const { job, step } = await stepOf("step-refused");
-    const error = await rejection(step("x", 5 as never));
+    const error = await rejectionOf(step("x", 5 as never));
     expect(error).toBeInstanceOf(TypeError);
     expect(error.message).toBe('picket: step "x" needs a function to run (got number).');
     const run = vi.fn();
-    expect(await rejection(step("", run))).toBeInstanceOf(InvalidJobError);
+    expect(await rejectionOf(step("", run))).toBeInstanceOf(InvalidJobError);
     expect(run).not.toHaveBeenCalled();
     expect(await jobSteps(db.pool, job.id)).toEqual([]);
   });
@@ -111,15 +103,7 @@ describe("a step's outcomes", () => {
 
 describe("checkStepName", () => {
   it("shows what it was given, at most 40 characters of it", () => {
-    const message = (fn: () => unknown) => {
-      try {
-        fn();
-      } catch (error) {
-        expect(error).toBeInstanceOf(InvalidJobError);
-        return (error as Error).message;
-      }
-      throw new Error("expected a refusal");
-    };
+    const message = (fn: () => unknown) => refusalOf(fn, InvalidJobError);
     expect(message(() => checkStepName(5))).toBe("picket: a step name must be a string of 1 to 200 characters (got 5).");
     expect(message(() => checkStepName(""))).toBe('picket: a step name must be a string of 1 to 200 characters (got "").');
     expect(message(() => checkStepName("n".repeat(201)))).toBe(`picket: a step name must be a string of 1 to 200 characters (got "${"n".repeat(40)}").`);
