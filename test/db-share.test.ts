@@ -266,11 +266,13 @@ describe("a pid left in a file", () => {
   });
 
   it("reads as gone when its process is a zombie nobody reaps (as a server whose parent exited can be in a container)", async () => {
-    // `sleep 30` takes over the shell's process and never waits for the shell's child: it stays a zombie.
-    const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] });
+    // `sleep 30` takes over the shell's process and never waits for the shell's child: it stays a
+    // zombie. The child outlives the exec by 2 s: a child that ended before it (`sleep 0` on a
+    // loaded machine) was reaped by the shell itself, and no zombie was left to see.
+    const parent = spawn("sh", ["-c", "sleep 2 & echo $!; exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] });
     try {
       const pid = Number(await new Promise<string>((resolve) => parent.stdout.once("data", (c: Buffer) => resolve(c.toString()))));
-      await expect.poll(() => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]![0], { timeout: 10_000, interval: 20 }).toBe("Z");
+      await expect.poll(() => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]![0], { timeout: 20_000, interval: 20 }).toBe("Z");
       expect(() => process.kill(pid, 0)).not.toThrow();
       expect(isAlive(pid)).toBe(false);
       expect(isAlive(parent.pid!)).toBe(true);
