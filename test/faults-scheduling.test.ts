@@ -225,7 +225,14 @@ describe("the worker's connections killed (pg_terminate_backend)", () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(kills).toBeGreaterThan(0);
-    await expect.poll(done, { timeout: 40_000, interval: 200 }).toBe(120);
+    await expect.poll(done, { timeout: 40_000, interval: 200 }).toBe(120).catch(async (error: Error) => {
+      // Say which jobs did not complete, in what state, and what the workers logged about them.
+      const { rows } = await db.pool.query(
+        "SELECT id::text, type, status, attempts, run_at, lock_until, locked_by, last_error FROM picket.jobs WHERE type LIKE 'killed-%' AND status <> 'completed'",
+      );
+      const about = (id: string) => [...a.logs, ...b.logs].filter((l) => JSON.stringify(l).match(new RegExp(`\\b${id}\\b`)));
+      throw new Error(`${error.message}\nnot completed: ${JSON.stringify(rows.map((r) => ({ ...r, runs: runs.get(r.id), logs: about(r.id) })), null, 1)}`);
+    });
     await Promise.all([a.supervisor.stop(), b.supervisor.stop()]);
     expect(peak).toEqual({ queued: 1, limited: 2 });
     // Every job's handler ran once: a write cut off with its connection was tried again, and a

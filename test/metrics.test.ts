@@ -11,30 +11,10 @@ import { JobHistogram } from "../src/runtime/job-histogram.ts";
 import { defineTask, PermanentError } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { freePort } from "./support/ports.ts";
+import { parse, total } from "./support/prometheus.ts";
 import { startWorker } from "./support/worker.ts";
 
 const db = useTestDatabase();
-
-/** One sample of Prometheus text: its name, labels and value. */
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-const parse = (text: string): Sample[] =>
-  text
-    .split("\n")
-    .filter((line) => line !== "" && !line.startsWith("#"))
-    .map((line) => {
-      const match = /^([a-z_:][a-z0-9_:]*)(?:\{(.*)\})? (\S+)$/i.exec(line);
-      if (match === null) throw new Error(`not a Prometheus sample: ${line}`);
-      const labels = Object.fromEntries([...(match[2] ?? "").matchAll(/([a-z_]+)="((?:[^"\\]|\\.)*)"/gi)].map((m) => [m[1]!, m[2]!]));
-      return { name: match[1]!, labels, value: Number(match[3]) };
-    });
-
-const total = (samples: Sample[], name: string, labels: Record<string, string> = {}) =>
-  samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((sum, s) => sum + s.value, 0);
 
 // A mixed workload: "ok" completes; "flaky" fails its first attempt and completes its second;
 // "broken" fails both of its two attempts and goes dead; "refused" is permanent at once; "slow"

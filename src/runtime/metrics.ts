@@ -18,7 +18,7 @@
 // | picket.queue.depth | picket_queue_depth | gauge | destination, picket.state (ready, scheduled, retrying, processing) |
 //
 // Every metric also carries messaging.system = "picket".
-import { metrics as otel, type Attributes, type MeterProvider, ValueType } from "@opentelemetry/api";
+import { metrics as otel, type Attributes, type MeterProvider, type ObservableResult, ValueType } from "@opentelemetry/api";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { JobHistogram, type HistogramChild } from "./job-histogram.ts";
 import type { QueueDepthRow } from "../db/index.ts";
@@ -63,6 +63,29 @@ interface CountedOutcome {
   pending: number;
 }
 
+type Observation = [value: number, attributes: Attributes];
+
+/**
+ * The series an OpenTelemetry gauge has reported. The SDK goes on exporting a cumulative gauge's
+ * last value for a series its callback no longer observes, so a task whose jobs all ran would
+ * show its old depth for ever: a series that is gone is observed as zero instead (Prometheus's
+ * gauges reset, and lose the series). Bounded by tasks × states.
+ */
+class GaugeSeries {
+  private readonly seen = new Map<string, Attributes>();
+
+  observe(result: ObservableResult, now: Observation[]): void {
+    const current = new Set<string>();
+    for (const [value, attributes] of now) {
+      const key = JSON.stringify(attributes);
+      current.add(key);
+      this.seen.set(key, attributes);
+      result.observe(value, attributes);
+    }
+    for (const [key, attributes] of this.seen) if (!current.has(key)) result.observe(0, attributes);
+  }
+}
+
 export class WorkerMetrics {
   /** The registry /metrics serves. */
   readonly registry: Registry;
@@ -70,7 +93,7 @@ export class WorkerMetrics {
   private readonly prom;
   private heldSource: () => HeldCounts = () => ({ running: new Map(), waiting: new Map() });
   private depthSource: (() => Promise<QueueDepthRow[]>) | undefined;
-  private depthInFlight: Promise<QueueDepthRow[]> | undefined;
+  private depthInFlight: Promise<QueueDepthRow[] | undefined> | undefined;
   private readonly tasks = new Map<string, TaskInstruments>();
 
   constructor(options: MetricsOptions = {}) {
@@ -85,11 +108,16 @@ export class WorkerMetrics {
       pickup: meter.createHistogram("picket.job.pickup_delay", { description: "From a job's run_at to its start in a worker", ...seconds }),
       operation: meter.createHistogram("messaging.client.operation.duration", { description: "How long picket's claim and outcome statements took", ...seconds }),
     };
+    const held = new GaugeSeries();
     meter.createObservableGauge("picket.jobs.held", { description: "Jobs this worker holds: running, or waiting in its buffer for a slot", unit: "{job}", valueType: ValueType.INT }).addCallback((result) => {
-      for (const [state, counts] of Object.entries(this.heldSource())) for (const [type, n] of counts) result.observe(n, this.attributes(type, { "picket.state": state }));
+      const now = Object.entries(this.heldSource()).flatMap(([state, counts]) => [...counts].map(([type, n]): Observation => [n, this.attributes(type, { "picket.state": state })]));
+      held.observe(result, now);
     });
+    const depthSeries = new GaugeSeries();
     meter.createObservableGauge("picket.queue.depth", { description: "Live jobs in the table, by task and state: ready, scheduled, retrying, processing", unit: "{job}", valueType: ValueType.INT }).addCallback(async (result) => {
-      for (const row of await this.depth()) result.observe(row.count, this.attributes(row.type, { "picket.state": row.state }));
+      // Unknown while the database does not answer: no observation, not zeros.
+      const rows = await this.depth();
+      if (rows !== undefined) depthSeries.observe(result, rows.map((row): Observation => [row.count, this.attributes(row.type, { "picket.state": row.state })]));
     });
 
     const heldSource = () => this.heldSource();
@@ -126,7 +154,7 @@ export class WorkerMetrics {
       async collect() {
         const rows = await depth();
         this.reset();
-        for (const row of rows) this.set({ messaging_system: SYSTEM, messaging_destination_name: row.type, picket_state: row.state }, row.count);
+        for (const row of rows ?? []) this.set({ messaging_system: SYSTEM, messaging_destination_name: row.type, picket_state: row.state }, row.count);
       },
     });
   }
@@ -241,11 +269,11 @@ export class WorkerMetrics {
   }
 
   // Collectors that ask at once (a scrape during an export) share one query. One that asks while
-  // the database does not answer gets no depth rather than an error.
-  private depth(): Promise<QueueDepthRow[]> {
+  // the database does not answer gets undefined (no depth) rather than an error.
+  private depth(): Promise<QueueDepthRow[] | undefined> {
     if (this.depthSource === undefined) return Promise.resolve([]);
     this.depthInFlight ??= this.depthSource()
-      .catch(() => [])
+      .catch(() => undefined)
       .finally(() => (this.depthInFlight = undefined));
     return this.depthInFlight;
   }
