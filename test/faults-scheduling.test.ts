@@ -190,7 +190,7 @@ describe("the worker's connections killed (pg_terminate_backend)", () => {
     return url.toString();
   };
 
-  it("again and again while two workers claim a serial queue and a limited task: every job completes once, no limit exceeded", { timeout: 120_000 }, async () => {
+  it("again and again while two workers claim a serial queue and a limited task: every job completes once, no limit exceeded", { timeout: 150_000 }, async () => {
     const app = "limited-killed";
     const live = { queued: 0, limited: 0 };
     const peak = { queued: 0, limited: 0 };
@@ -202,11 +202,13 @@ describe("the worker's connections killed (pg_terminate_backend)", () => {
       await new Promise((r) => setTimeout(r, 10));
       live[kind]--;
     };
-    // Leases long enough that the kills (every 50 ms, renewals and outcome writes among their
-    // victims) do not let the sweep take a job whose outcome is still being retried: that is the
-    // documented limit of a worker cut off for a whole lease, not what this test is about.
-    const queued = defineTask({ name: "killed-queued", leaseMs: 15_000, handler: hold("queued") });
-    const limited = defineTask({ name: "killed-limited", leaseMs: 15_000, clusterConcurrency: 2, handler: hold("limited") });
+    // Leases twice as long as the kills last (15 s at most, below): the kills (every 50 ms,
+    // renewals and outcome writes among their victims) must not let the sweep take a job whose
+    // outcome is still being retried. That is the documented limit of a worker cut off for a whole
+    // lease, not what this test is about; on a loaded machine a reconnect can take longer than the
+    // gap between kills, so no statement of a worker may get through for the whole window.
+    const queued = defineTask({ name: "killed-queued", leaseMs: 30_000, handler: hold("queued") });
+    const limited = defineTask({ name: "killed-limited", leaseMs: 30_000, clusterConcurrency: 2, handler: hold("limited") });
     const options = { connectionString: withApp(app), tasks: [queued, limited], concurrency: 8, pollIntervalMs: 20 };
     const a = await startWorker(options);
     const b = await startWorker(options);
@@ -225,7 +227,7 @@ describe("the worker's connections killed (pg_terminate_backend)", () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(kills).toBeGreaterThan(0);
-    await expect.poll(done, { timeout: 40_000, interval: 200 }).toBe(120).catch(async (error: Error) => {
+    await expect.poll(done, { timeout: 60_000, interval: 200 }).toBe(120).catch(async (error: Error) => {
       // Say which jobs did not complete, in what state, and what the workers logged about them.
       const { rows } = await db.pool.query(
         "SELECT id::text, type, status, attempts, run_at, lock_until, locked_by, last_error FROM picket.jobs WHERE type LIKE 'killed-%' AND status <> 'completed'",
