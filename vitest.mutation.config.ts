@@ -11,11 +11,17 @@ import FailedThenQuickestFirst from "./test/support/mutation-sequencer.ts";
 // type (vitest 5.1) lists the option among the CLI's only.
 export const leaveOutSpawns = { tagsFilter: ["!spawns"] } as NonNullable<ViteUserConfig["test"]>;
 
+// MUTATION_TESTS=test/a.test.ts,test/b.test.ts narrows the run to those files: a module measured
+// against the files that test it, in minutes rather than the whole suite's hour (a lower bound of
+// the full suite's score). docs/mutation.md, "Focused runs".
+const focus = process.env.MUTATION_TESTS?.split(",").filter((file) => file !== "");
+
 export default mergeConfig(
   base,
   defineConfig({
     test: {
       ...leaveOutSpawns,
+      ...(focus === undefined || focus.length === 0 ? {} : { include: focus }),
       // faults-server.test.ts runs picket in-process but against a server of its own that it stops,
       // pauses and restarts, with waits of seconds: its faults are held by the suite and the chaos
       // run, and its cost per mutant run would double the mutation run.

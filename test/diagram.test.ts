@@ -5,10 +5,10 @@
 // and what comes back is compared with the original, transition by transition.
 import { JSDOM } from "jsdom";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMachine, setup, type AnyStateMachine, type AnyStateNode } from "xstate";
+import { and, createMachine, fromPromise, not, setup, type AnyStateMachine, type AnyStateNode } from "xstate";
 import { toDirectedGraph, type DirectedGraphNode } from "xstate/graph";
 import { jobMachine, machineJson, machineMermaid, supervisorMachine } from "../src/index.ts";
-import { guardName, machineTransitions, transitionRows } from "../src/machines/diagram.ts";
+import { guardName, machineConfig, machineTransitions, transitionRows } from "../src/machines/diagram.ts";
 
 const MACHINES: AnyStateMachine[] = [jobMachine, supervisorMachine];
 
@@ -79,6 +79,87 @@ describe("the JSON export round-trips through createMachine", () => {
     expect(config.states.a.after).toEqual({ 250: [{ target: "b" }] });
     expect(config.states.b.on.BOTH).toEqual([{ target: ["#shapes.b.p", "#shapes.b.q"] }]);
     expect(anatomy(createMachine(config))).toEqual(anatomy(machine));
+  });
+});
+
+describe("the JSON export writes a machine's config as it was written", () => {
+  // Written as the export writes a config (every transition a list of objects), so the export of
+  // the machine must give back exactly this: no key more (an empty list, a state's default type,
+  // an id XState generated), none less (a description, tags, a history's depth).
+  const written = {
+    id: "written",
+    initial: "idle",
+    description: "every part a config can have",
+    states: {
+      idle: {
+        description: "waiting",
+        tags: ["quiet", "start"],
+        entry: ["track", "reset"],
+        exit: ["untrack"],
+        on: { GO: [{ target: "busy", guard: "allowed", actions: ["count"] }, { target: "done" }], PING: [{ actions: ["pong"] }] },
+      },
+      busy: {
+        initial: "loading",
+        states: {
+          loading: {
+            invoke: [
+              { src: "fetcher", onDone: [{ target: "loaded" }], onError: [{ target: "#written.done", actions: ["logError"] }] },
+              { id: "watch", src: "watcher" },
+            ],
+          },
+          loaded: { after: { 250: [{ target: "loading", reenter: true }], slow: [{ target: "#written.done" }] } },
+          remembered: { type: "history", history: "deep" },
+          last: { type: "history", history: "shallow" },
+        },
+        always: [{ target: "done", guard: "finished" }],
+      },
+      both: { type: "parallel", states: { left: {}, right: { type: "final" } } },
+      done: { type: "final" },
+    },
+  };
+
+  it("gives back exactly the config it was made from", () => {
+    expect(machineConfig(createMachine(written as never))).toEqual(written);
+  });
+
+  it("names functions by their names (an unnamed inline one is left out) and an inline actor by its invocation's id", () => {
+    // A function passed as an argument gets no name from where it is written.
+    const anonymous = <F>(f: F): F => f;
+    const inline = fromPromise(async () => 1);
+    const machine = createMachine({
+      id: "functions",
+      initial: "a",
+      states: {
+        a: {
+          entry: [function notify() {}, { type: "named" }],
+          exit: [anonymous(() => undefined)],
+          invoke: { id: "work", src: inline, onDone: { target: "b", guard: and(["ready", "allowed"]) } },
+        },
+        b: { on: { X: { target: "a", guard: anonymous(() => true) } } },
+      },
+    });
+    const config = machineConfig(machine) as { states: Record<string, Record<string, unknown>> };
+    expect(config.states.a).toEqual({ entry: ["notify", "named"], invoke: [{ id: "work", src: "work", onDone: [{ target: "b", guard: "and(ready, allowed)" }] }] });
+    expect(config.states.b).toEqual({ on: { X: [{ target: "a", guard: "inline" }] } });
+  });
+
+  it("guardName: none, a string, a named function, a higher-order guard written as called, an object by its type", () => {
+    expect(guardName(undefined)).toBeNull();
+    expect(guardName(null)).toBeNull();
+    expect(guardName("ready")).toBe("ready");
+    expect(guardName(function isReady() {})).toBe("isReady");
+    expect(guardName(and(["a", not("b")]))).toBe("and(a, not(b))");
+    expect(guardName({ type: "ready" })).toBe("ready");
+    expect(guardName({})).toBe("guard");
+  });
+
+  it("labels only XState's own events as done, error and after: a user's event that contains their words keeps its name", () => {
+    const machine = createMachine({
+      id: "labels",
+      initial: "a",
+      states: { a: { on: { "job.xstate.done.actor.x": "b", "job.xstate.error.actor.x": "b", "job.xstate.after.5.x": "b" } }, b: {} },
+    });
+    expect(machineTransitions(machine).map((row) => row.event)).toEqual(["job.xstate.done.actor.x", "job.xstate.error.actor.x", "job.xstate.after.5.x"]);
   });
 });
 
@@ -268,6 +349,23 @@ describe("machine diagrams", () => {
     ]);
     const parallel = createMachine({ id: "both", type: "parallel", states: { a: {}, b: {} } });
     expect(machineMermaid(parallel)).toBe("stateDiagram-v2\n");
+  });
+
+  it("draws a transition at the innermost block holding both ends, by whole state names, and a parallel state's regions without a start", () => {
+    // a.bc and ab.c spell the same letters: only whole names tell that they share no block.
+    const machine = createMachine({
+      id: "m",
+      initial: "a",
+      states: {
+        a: { initial: "bc", states: { bc: { initial: "x", states: { x: { on: { JUMP: "#m.ab.c.y", NEAR: "z" } }, z: {} } } } },
+        ab: { initial: "c", states: { c: { initial: "y", states: { y: {} } } } },
+        p: { type: "parallel", states: { l: {}, r: {} } },
+      },
+    });
+    const lines = machineMermaid(machine).split("\n");
+    expect(lines).toContain("  a_bc_x --> ab_c_y : JUMP");
+    expect(lines).toContain("      a_bc_x --> a_bc_z : NEAR");
+    expect(lines.slice(lines.indexOf("  state p {"), lines.indexOf("  state p {") + 4)).toEqual(["  state p {", '    state "l" as p_l', '    state "r" as p_r', "  }"]);
   });
 
   it("keys each transition row by source, event, guard and target; a targetless transition stays in its state", () => {

@@ -116,7 +116,9 @@ const stateConfig = (node: AnyStateNode): Record<string, unknown> => {
       owned.add(done).add(error);
       // An id XState generated (its index and the state's id) is left for it to generate again.
       const invoke: Record<string, unknown> = inv.id === `${node.invoke.indexOf(inv)}.${node.id}` ? {} : { id: inv.id };
-      invoke.src = typeof inv.src === "string" ? inv.src : inv.id;
+      // Inline actor logic has no name of its own: XState files it under a key it makes up
+      // ("xstate.invoke.0.<state id>"), which means nothing in an editor; the invocation's id does.
+      invoke.src = typeof inv.src === "string" && !inv.src.startsWith("xstate.invoke.") ? inv.src : inv.id;
       const onDone = (node.transitions.get(done) ?? []) as TransitionLike[];
       const onError = (node.transitions.get(error) ?? []) as TransitionLike[];
       if (onDone.length > 0) invoke.onDone = onDone.map(transitionConfig);
