@@ -235,9 +235,10 @@ describe("listeners", () => {
 describe("lost claims interrupt exactly the job they name", () => {
   it("a fenced renewal interrupts a running handler, logs the lost claim, and writes nothing", async () => {
     let aborted = false;
+    // A lease long enough that a loaded machine renews it in time: only the steal below ends the claim.
     const long = defineTask({
       name: "edge-renew",
-      leaseMs: 300,
+      leaseMs: 1_500,
       handler: (_payload, { signal }) =>
         new Promise((_, reject) =>
           signal.addEventListener("abort", () => {
@@ -267,23 +268,34 @@ describe("lost claims interrupt exactly the job they name", () => {
     let ran = false;
     let validating: () => void = () => undefined;
     const isValidating = new Promise<void>((resolve) => (validating = resolve));
-    // A validator that answers only after several renewals: the claim is lost while it works.
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    // A validator that answers only when the test is done: the claim is lost while it works, and
+    // only the fenced renewal can end the job (a validator that answered after a fixed time raced
+    // the renewal on a loaded machine).
     const schema = {
       "~standard": {
         version: 1 as const,
         vendor: "test",
-        validate: (value: unknown) => (validating(), sleep(1_000).then(() => ({ value }))),
+        validate: (value: unknown) => (validating(), released.then(() => ({ value }))),
       },
     };
-    const task = defineTask({ name: "edge-renew-check", leaseMs: 300, schema, handler: async () => void (ran = true) });
+    // Renewed every half second or so: often enough to notice the loss, not so often that a loaded
+    // machine misses a renewal before the claim is taken.
+    const task = defineTask({ name: "edge-renew-check", leaseMs: 1_500, schema, handler: async () => void (ran = true) });
     const job = await enqueueJob(db.pool, { type: "edge-renew-check" });
     const { outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task] });
-    await isValidating;
-    // Another claim with a long lease: the sweep never hands the job back to this worker.
-    await db.pool.query("UPDATE picket.jobs SET claim_token = gen_random_uuid(), lock_until = now() + interval '1 hour' WHERE id = $1", [job.id]);
-    await expect.poll(() => logs.find((l) => String(l.msg).startsWith("lease renewal fenced")), { timeout: 15_000 }).toMatchObject({ job_id: job.id });
-    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 15_000 }).toMatchObject({ outcome: "fenced" });
-    expect(ran).toBe(false);
+    try {
+      await isValidating;
+      // Another claim with a long lease: the sweep never hands the job back to this worker.
+      await db.pool.query("UPDATE picket.jobs SET claim_token = gen_random_uuid(), lock_until = now() + interval '1 hour' WHERE id = $1", [job.id]);
+      await expect.poll(() => logs.find((l) => String(l.msg).startsWith("lease renewal fenced")), { timeout: 15_000 }).toMatchObject({ job_id: job.id });
+      // Ended by the fenced renewal itself (no error), not later by the lease running out unrenewed.
+      await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 15_000 }).toMatchObject({ outcome: "fenced", error: null });
+      expect(ran).toBe(false);
+    } finally {
+      release();
+    }
   });
 
   it("a fenced progress write interrupts its own job, and the job beside it completes", async () => {
@@ -372,8 +384,10 @@ describe("background failures are logged by name", () => {
 describe("configuration reaching the runtime", () => {
   it("runs in its own schema end to end when asked to migrate: claim, renewal and sweep", async () => {
     const schema = "edge_schema";
-    const slow = defineTask({ name: "edge-slow", leaseMs: 300, handler: async () => {
-      await sleep(700); // two renewals, in this schema
+    // Renewed every 375 ms: two renewals in this schema while the handler runs, and a lease long
+    // enough that a loaded machine renews it in time.
+    const slow = defineTask({ name: "edge-slow", leaseMs: 1_500, handler: async () => {
+      await sleep(1_000);
       return "slow";
     } });
     const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [slow], schema, migrate: true });
@@ -381,7 +395,7 @@ describe("configuration reaching the runtime", () => {
     expect((await db.pool.query("SELECT to_regclass('edge_schema.jobs') IS NOT NULL AS made")).rows[0].made).toBe(true);
     await migrate(db.pool, { schema });
     const job = await enqueueJob(db.pool, { type: "edge-slow" }, { schema });
-    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 5_000 }).toMatchObject({ outcome: "completed" });
+    await expect.poll(() => outcomes.find((o) => o.id === job.id), { timeout: 10_000 }).toMatchObject({ outcome: "completed" });
     // A claim lost by another worker in this schema is swept back and run.
     await supervisor.stop();
     await enqueueJob(db.pool, { type: "edge-slow" }, { schema });
