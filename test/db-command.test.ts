@@ -196,6 +196,27 @@ describe("the start lock", () => {
     expect(await withStartLock(async () => released)).toBe(true);
   });
 
+  it("several callers that find the lock of a process that is gone take it over and go in one at a time", async () => {
+    await mkdir(project(".picket"));
+    await writeFile(lock(), String(await deadPid()));
+    let inside = 0;
+    let most = 0;
+    const hold = () =>
+      withStartLock(async () => {
+        most = Math.max(most, ++inside);
+        await new Promise((r) => setTimeout(r, 20));
+        inside--;
+        return true;
+      });
+    expect(await Promise.all(Array.from({ length: 6 }, hold))).toEqual(Array(6).fill(true));
+    expect(most).toBe(1);
+    expect(existsSync(lock())).toBe(false);
+  });
+
+  it("a lock file removed by hand while its holder runs (as the give-up message says to) does not turn the holder's result into an error", async () => {
+    expect(await withStartLock(async () => (await rm(lock()), "started"))).toBe("started");
+  });
+
   it("gives up after 2 minutes on a lock a live process holds, naming it and the file", async () => {
     await mkdir(project(".picket"));
     const holder = otherLiveProcess();
