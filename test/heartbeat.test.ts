@@ -1,6 +1,6 @@
 // Each worker's heartbeat row: what a dashboard on any host sees of it.
 import { describe, expect, it } from "vitest";
-import { enqueueJobs, listWorkers } from "../src/db/index.ts";
+import { enqueueJobs, listWorkers, migrate } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { PICKET_VERSION } from "../src/runtime/version.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -35,5 +35,16 @@ describe("the heartbeat row", () => {
     const { supervisor } = await startWorker({ connectionString: db.url, tasks: [defineTask({ name: "idle", handler: async () => undefined })], heartbeatIntervalMs: 50, workerId: "w-sweeper" });
     await expect.poll(async () => (await listWorkers(db.pool)).map((w) => w.id).sort(), { timeout: 5_000 }).toEqual(["quiet", "w-sweeper"]);
     await supervisor.stop();
+  });
+
+  it("in a schema of its own: the row is written there, listed from there, and goes from there when the worker stops", async () => {
+    const schema = "beat_elsewhere";
+    await migrate(db.pool, { schema });
+    const task = defineTask({ name: "beating-elsewhere", handler: async () => undefined });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [task], schema, heartbeatIntervalMs: 50, workerId: "w-elsewhere" });
+    await expect.poll(async () => (await listWorkers(db.pool, { schema })).map((w) => w.id), { timeout: 5_000 }).toEqual(["w-elsewhere"]);
+    expect((await listWorkers(db.pool)).map((w) => w.id)).not.toContain("w-elsewhere");
+    await supervisor.stop();
+    expect(await listWorkers(db.pool, { schema })).toEqual([]);
   });
 });

@@ -46,6 +46,17 @@ const json = (body: unknown, status = 200) => HttpServerResponse.jsonUnsafe(body
 /** A statement's failure as the page shows it: what went wrong, in the database's words. */
 const failure = (error: unknown) => json({ error: error instanceof Error ? error.message : String(error) }, 503);
 
+/**
+ * A statement run for a route: `respond` with its result, or 503 with the database's own error (the
+ * error itself is kept: Effect.tryPromise without a catch wraps it in one that says only "An error
+ * occurred in Effect.tryPromise", which is what the page showed).
+ */
+const answered = <A>(run: () => Promise<A>, respond: (result: A) => HttpServerResponse.HttpServerResponse) =>
+  Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
+    Effect.map(respond),
+    Effect.catch((error) => Effect.succeed(failure(error))),
+  );
+
 /** A job route's id that is no job id: the caller's mistake (400), not the database's (503). */
 const badJobId = (id: string | undefined) => json({ error: `job id must be a positive integer (got ${JSON.stringify(id ?? "")})` }, 400);
 
@@ -133,9 +144,9 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       if (given === undefined || !sameToken(given, token)) return json({ error: "this action needs the dashboard's token (Authorization: Bearer <token>)" }, 401);
       const { id } = yield* HttpRouter.params;
       if (id === undefined || !isJobId(id)) return badJobId(id);
-      return yield* Effect.tryPromise(() => action(db, id, { ...statements, by: "dashboard" })).pipe(
-        Effect.map((result) => json(result, result.outcome === "applied" ? 200 : 409)),
-        Effect.catch((error) => Effect.succeed(failure(error))),
+      return yield* answered(
+        () => action(db, id, { ...statements, by: "dashboard" }),
+        (result) => json(result, result.outcome === "applied" ? 200 : 409),
       );
     });
 
@@ -147,13 +158,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     HttpRouter.add(
       "GET",
       "/api/snapshot",
-      guarded(
-        Effect.tryPromise(snapshot).pipe(
-          Effect.map((body) => json(body)),
-          Effect.catch((error) => Effect.succeed(failure(error))),
-        ),
-        true,
-      ),
+      guarded(answered(snapshot, (body) => json(body)), true),
     ),
     HttpRouter.add(
       "GET",
@@ -179,10 +184,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
           const job = await getJob(db, id, statements);
           return job === null ? null : { ...job, steps: await jobSteps(db, job.id, statements) };
         };
-        return yield* Effect.tryPromise(read).pipe(
-          Effect.map((job) => (job === null ? json({ error: `no job ${id}` }, 404) : json(job))),
-          Effect.catch((error) => Effect.succeed(failure(error))),
-        );
+        return yield* answered(read, (job) => (job === null ? json({ error: `no job ${id}` }, 404) : json(job)));
       }), true),
     ),
     HttpRouter.add("POST", "/api/jobs/:id/retry", guarded(admin(retryDeadJob), false)),

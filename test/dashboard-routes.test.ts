@@ -1,0 +1,133 @@
+// The dashboard's routes through the handler a service mounts (Request in, Response out), where the
+// browser test does not look: what each answers when the database does not, a job in another
+// schema, the live stream's headers, which routes need which token, and the names a Host header is
+// matched against. The snapshot's order of finished jobs too. test/dashboard-access.test.ts holds
+// the Host check and the tokens end to end over HTTP; test/dashboard.test.ts the page in a browser.
+import pg from "pg";
+import { afterEach, describe, expect, it } from "vitest";
+import { beat, dashboardSnapshot, enqueueJob, enqueueJobs, migrate } from "../src/db/index.ts";
+import { createDashboardHandler, hostName, loopbackHosts, type DashboardOptions } from "../src/dashboard/server.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { freePort } from "./support/ports.ts";
+
+const db = useTestDatabase();
+const TOKEN = "t0ken";
+
+const disposals: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const dispose of disposals.splice(0)) await dispose();
+});
+
+/** The mounted handler over these options; each request is answered as a service would pass it on. */
+const mounted = (options: Partial<DashboardOptions> = {}) => {
+  const { handler, dispose } = createDashboardHandler({ db: db.pool, intervalMs: 50, ...options });
+  disposals.push(dispose);
+  return (path: string, init: RequestInit = {}) => handler(new Request(`http://dash.test${path}`, init));
+};
+
+describe("when the database does not answer", () => {
+  // A real pool to a port nothing listens on: every statement fails to connect.
+  const away = async () => {
+    const pool = new pg.Pool({ connectionString: `postgres://picket@127.0.0.1:${await freePort()}/none`, connectionTimeoutMillis: 5_000 });
+    disposals.push(() => pool.end());
+    return pool;
+  };
+
+  it("each read and write says so with 503 and the database's words; the live stream sends a failure event and goes on", async () => {
+    const request = mounted({ db: await away(), token: TOKEN });
+    const bearer = { headers: { authorization: `Bearer ${TOKEN}` } };
+    for (const [path, init] of [["/api/snapshot", {}], ["/api/jobs/1", {}], ["/api/jobs/1/retry", { method: "POST", ...bearer }], ["/api/jobs/1/cancel", { method: "POST", ...bearer }]] as const) {
+      const response = await request(path, init);
+      expect(response.status, path).toBe(503);
+      expect((await response.json()).error, path).toMatch(/ECONNREFUSED/);
+    }
+    const stream = await request("/api/events");
+    expect(stream.status).toBe(200);
+    expect(stream.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    // A page's EventSource must not be served a cached stream.
+    expect(stream.headers.get("cache-control")).toBe("no-cache");
+    const reader = stream.body!.getReader();
+    const decode = async () => new TextDecoder().decode((await reader.read()).value);
+    for (let i = 0; i < 2; i++) expect(await decode()).toMatch(/^event: failure\ndata: \{"error":".*ECONNREFUSED.*"\}\n\n$/);
+    await reader.cancel();
+  });
+});
+
+describe("the routes", () => {
+  it("read the schema they were given: a job there is found, and one that is nowhere is 404 saying which", async () => {
+    await migrate(db.pool, { schema: "dash_elsewhere" });
+    const job = await enqueueJob(db.pool, { type: "elsewhere", payload: { n: 1 } }, { schema: "dash_elsewhere" });
+    const request = mounted({ statements: { schema: "dash_elsewhere" } });
+    const found = await request(`/api/jobs/${job.id}`);
+    expect(found.status).toBe(200);
+    expect(await found.json()).toMatchObject({ id: job.id, type: "elsewhere", payload: { n: 1 }, steps: [] });
+    const missing = await request("/api/jobs/987654");
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toEqual({ error: "no job 987654" });
+  });
+
+  it("with reads behind the token: the icon needs none, and a write without one is refused as a write, not as a read", async () => {
+    const request = mounted({ token: TOKEN, tokenForReads: true });
+    expect((await request("/favicon.ico")).status).toBe(204);
+    expect((await request("/api/snapshot")).status).toBe(401);
+    for (const action of ["retry", "cancel"]) {
+      const refused = await request(`/api/jobs/1/${action}`, { method: "POST" });
+      expect(refused.status).toBe(401);
+      expect(await refused.json()).toEqual({ error: "this action needs the dashboard's token (Authorization: Bearer <token>)" });
+    }
+  });
+
+  it("take a token only from a Bearer header that is one: another scheme that ends in the token is refused", async () => {
+    const request = mounted({ token: TOKEN, tokenForReads: true });
+    expect((await request("/api/snapshot", { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    for (const authorization of [`Basic Bearer ${TOKEN}`, `bearer ${TOKEN}`, `Bearer  ${TOKEN}`, "Bearer "]) {
+      expect((await request("/api/snapshot", { headers: { authorization } })).status, authorization).toBe(401);
+      expect((await request("/api/jobs/1/cancel", { method: "POST", headers: { authorization } })).status, authorization).toBe(401);
+    }
+  });
+});
+
+describe("the names a dashboard answers to", () => {
+  it("hostName: none for an absent or empty header, lower case, the port gone, anything else kept", () => {
+    expect(hostName(undefined)).toBeUndefined();
+    expect(hostName("")).toBeUndefined();
+    expect(hostName(" Dash.Example:8080 ")).toBe("dash.example");
+    expect(hostName("dash.example:")).toBe("dash.example");
+    // Not a port: kept whole, so it matches no allowed name by accident.
+    expect(hostName("dash:example")).toBe("dash:example");
+    expect(hostName("[FE80::1]:4000")).toBe("[fe80::1]");
+  });
+
+  it("loopbackHosts: the loopback names, and the address it listens on unless a wildcard, an IPv6 one in brackets, all lower case", () => {
+    const loopback = ["localhost", "127.0.0.1", "[::1]"];
+    for (const wildcard of ["0.0.0.0", "::", "[::]"]) expect(loopbackHosts(wildcard), wildcard).toEqual(loopback);
+    expect(loopbackHosts("192.168.1.5")).toEqual([...loopback, "192.168.1.5"]);
+    expect(loopbackHosts("Dash.Internal")).toEqual([...loopback, "dash.internal"]);
+    expect(loopbackHosts("fe80::1")).toEqual([...loopback, "[fe80::1]"]);
+    expect(loopbackHosts("[fe80::1]")).toEqual([...loopback, "[fe80::1]"]);
+  });
+});
+
+describe("the snapshot's finished jobs", () => {
+  it("are listed by task, then by status, the workers' completions among the rows' dead and cancelled", async () => {
+    const jobs = await enqueueJobs(db.pool, [{ type: "order-b" }, { type: "order-a" }, { type: "order-a" }, { type: "order-b" }]);
+    const finish = (i: number, status: string) => db.pool.query("UPDATE picket.jobs SET status = $2, finished_at = now() WHERE id = $1", [jobs[i]!.id, status]);
+    await finish(0, "dead");
+    await finish(1, "dead");
+    await finish(2, "cancelled");
+    await finish(3, "cancelled");
+    await beat(db.pool, {
+      id: "order-worker", host: "h", pid: 1, version: "test", startedAt: new Date(), concurrency: 1, state: "running",
+      jobs: [], running: 0, waiting: 0, tasks: ["order-a", "order-c"], completedPerSecond: { "order-c": 1, "order-a": 2 },
+    });
+    const { finished } = await dashboardSnapshot(db.pool);
+    expect(finished.filter((f) => f.type.startsWith("order-")).map((f) => `${f.type} ${f.status}`)).toEqual([
+      "order-a cancelled",
+      "order-a completed",
+      "order-a dead",
+      "order-b cancelled",
+      "order-b dead",
+      "order-c completed",
+    ]);
+  });
+});
