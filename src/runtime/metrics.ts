@@ -108,10 +108,10 @@ export class WorkerMetrics {
       pickup: meter.createHistogram("picket.job.pickup_delay", { description: "From a job's run_at to its start in a worker", ...seconds }),
       operation: meter.createHistogram("messaging.client.operation.duration", { description: "How long picket's claim and outcome statements took", ...seconds }),
     };
-    const held = new GaugeSeries();
+    const heldSeries = new GaugeSeries();
     meter.createObservableGauge("picket.jobs.held", { description: "Jobs this worker holds: running, or waiting in its buffer for a slot", unit: "{job}", valueType: ValueType.INT }).addCallback((result) => {
       const now = Object.entries(this.heldSource()).flatMap(([state, counts]) => [...counts].map(([type, n]): Observation => [n, this.attributes(type, { "picket.state": state })]));
-      held.observe(result, now);
+      heldSeries.observe(result, now);
     });
     const depthSeries = new GaugeSeries();
     meter.createObservableGauge("picket.queue.depth", { description: "Live jobs in the table, by task and state: ready, scheduled, retrying, processing", unit: "{job}", valueType: ValueType.INT }).addCallback(async (result) => {
