@@ -16,7 +16,11 @@ describe("shutdown drains once", () => {
     await blocker.query("BEGIN");
     await blocker.query("LOCK TABLE picket.jobs IN EXCLUSIVE MODE");
     const { supervisor, outcomes, logs } = await startWorker({ connectionString: db.url, tasks: [task], pollIntervalMs: 20 });
-    await new Promise((r) => setTimeout(r, 150));
+    // Until the worker's claim waits on the lock (a fixed pause raced a loaded machine's start-up:
+    // stop() came before any claim, and nothing ran).
+    const claimWaiting = async () =>
+      (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%WITH wanted AS%'")).rows[0].n;
+    await expect.poll(claimWaiting, { timeout: 10_000 }).toBeGreaterThan(0);
     const stopCalledAt = new Date();
     const stops = [supervisor.stop(), supervisor.stop(), supervisor.stop()];
     expect(stops[1]).toBe(stops[0]);
