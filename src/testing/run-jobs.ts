@@ -120,8 +120,11 @@ export class TestRuntime {
 
   /** Claims one due job of the tasks, or null when none is due. */
   async claimOne(): Promise<ClaimedJob | null> {
+    // One job in all (the claim's default total is the sum of the wants' limits: one per task, and
+    // the jobs after the first would be claimed, never run, and held until their lease ran out).
     const [job] = await claimJobs(this.options.db, "picket-testing", [...this.tasks.values()].map((task) => wantFor(task)), {
       schema: this.options.schema ?? DEFAULT_SCHEMA,
+      total: 1,
     });
     return job ?? null;
   }
