@@ -143,10 +143,11 @@ describe("local buffer", () => {
     // Long next to any claim's round trip: a job claimed ahead would wait a whole handler run. The
     // runs differ in length, so slots free one at a time, each after the last outcome was written.
     // The buffer takes a job ahead once two slots free within four claim round trips: with runs of
-    // 1.5 s that needs round trips of 190 ms, which a loaded 2-core machine never showed (runs of
-    // 400 ms took one ahead there: round trips of 50 ms, under Stryker and the suite at once).
+    // 3 s that needs round trips of about 380 ms. Runs of 1.5 s (190 ms) took one ahead in a
+    // fresh-clone suite run beside a Stryker run; runs of 400 ms (50 ms) under the suite and
+    // Stryker at once.
     const slow = defineTask({ name: "slow", handler: (p: { ms: number }) => new Promise((resolve) => setTimeout(resolve, p.ms)) });
-    await enqueueJobs(db.pool, Array.from({ length: 6 }, (_, i) => ({ type: "slow", payload: { ms: 1_500 + 150 * i } })));
+    await enqueueJobs(db.pool, Array.from({ length: 6 }, (_, i) => ({ type: "slow", payload: { ms: 3_000 + 300 * i } })));
     const { supervisor, outcomes } = await startWorker({ connectionString: db.url, tasks: [slow], concurrency: 2, prefetch: 10 });
     let maxProcessing = 0;
     while (outcomes.length < 6) {
