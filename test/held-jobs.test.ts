@@ -92,20 +92,18 @@ describe("the lease deadline on the worker's clock", () => {
     expect(held.interruptExpired(10_000)).toBe(Infinity);
   });
 
-  it("when the watch ran late (a blocked loop), renews first: a confirmed claim runs on with a new deadline, a taken one is lost, a busy row is interrupted", async () => {
+  it("when the watch ran late (a blocked loop), renews first: a confirmed claim runs on with a new deadline, a taken one is lost, a row busy twice is interrupted", async () => {
     const asked: string[][] = [];
+    const answers: Record<string, FencedResult["outcome"]> = {};
     const { held, handle, watched, lines } = setup({
       reconfirm: async (jobs) => {
         asked.push(jobs.map((j) => j.id));
-        return [
-          { id: jobs[0]!.id, outcome: "applied", status: "processing" },
-          { id: jobs[1]!.id, outcome: "fenced" },
-          { id: jobs[2]!.id, outcome: "busy" },
-        ];
+        return jobs.map((j) => (answers[j.id] === "applied" ? { id: j.id, outcome: "applied", status: "processing" } : ({ id: j.id, outcome: answers[j.id] } as FencedResult)));
       },
     });
     // Confirmed long before this process's clock began: the renewal's answer, on the real clock, finds them past their deadline unless it confirmed them.
     const [kept, taken, busy] = held.claimed([job("a"), job("a"), job("a")], -1e7);
+    Object.assign(answers, { [kept!.job.id]: "applied", [taken!.job.id]: "fenced", [busy!.job.id]: "busy" });
     for (const entry of [kept, taken, busy]) handle(entry!).state = "running";
     // 50 ms late and more: renewed first, nothing interrupted until the renewal answers.
     held.interruptExpired(2_000, 50);
@@ -119,8 +117,39 @@ describe("the lease deadline on the worker's clock", () => {
     expect(watched).toHaveLength(1);
     expect(watched[0]).toBeGreaterThan(performance.now());
     expect(handle(taken!).events).toEqual([{ type: "LEASE_LOST" }]);
+    // The busy row is asked for once more (no round of this worker's was in flight), and interrupted only when busy again.
+    expect(asked).toEqual([[kept!.job.id, taken!.job.id, busy!.job.id], [busy!.job.id]]);
     expect(handle(busy!).events).toEqual([expect.objectContaining({ type: "LEASE_EXPIRED" })]);
-    expect(lines.find((l) => l.msg.startsWith("the lease watch ran late"))).toMatchObject({ count: 3, confirmed: 1 });
+    expect(lines.filter((l) => l.msg.startsWith("the lease watch ran late"))).toMatchObject([{ count: 3, confirmed: 1 }, { count: 1, confirmed: 0 }]);
+  });
+
+  it("when the late renewal finds the row busy under this worker's own renewal round, asks again after that round, and the claim runs on", async () => {
+    const asked: string[][] = [];
+    let answer: FencedResult["outcome"] = "busy";
+    const { held, handle, watched } = setup({
+      reconfirm: async (jobs) => (asked.push(jobs.map((j) => j.id)), jobs.map((j) => (answer === "applied" ? { id: j.id, outcome: "applied", status: "processing" } : ({ id: j.id, outcome: answer } as FencedResult)))),
+    });
+    const [entry] = held.claimed([job("a")], -1e7);
+    handle(entry!).state = "running";
+    // The worker's own round went out first (its timer was as overdue), and holds the row's lock.
+    let endRound!: () => void;
+    const round = held.renewRound(
+      (jobs) => new Promise((resolve) => (endRound = () => resolve(jobs.map((j) => ({ id: j.id, outcome: "applied", status: "processing" }))))),
+    );
+    held.interruptExpired(2_000, 1_500);
+    await turn();
+    await turn();
+    // Busy: not interrupted, not asked again while the round is in flight, and the watch leaves it alone.
+    expect(asked).toEqual([[entry!.job.id]]);
+    held.interruptExpired(1e9, 0);
+    expect(handle(entry!).events).toEqual([]);
+    answer = "applied";
+    endRound();
+    await round;
+    await turn();
+    expect(asked).toEqual([[entry!.job.id], [entry!.job.id]]);
+    expect(handle(entry!).events).toEqual([]);
+    expect(watched.at(-1)).toBeGreaterThan(performance.now());
   });
 
   it("on time (up to 49 ms late), interrupts at once without a renewal", () => {

@@ -65,14 +65,11 @@ export const backgroundLoops = (deps: BackgroundDeps): Effect.Effect<void> => {
  * What the round found, or that it failed, is HeldJobs' to judge.
  */
 const renewal = ({ pool, held, metrics, statements }: BackgroundDeps): Effect.Effect<void, unknown> =>
-  attempt(async () => {
-    const live = [...held.values()];
-    const sentAt = performance.now();
-    const claims = live.map(({ job }) => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs }));
-    // No claims, no statement, and no statement's time to count.
-    const results = claims.length === 0 ? [] : await metrics.timed("renew", () => renewLeases(pool, claims, statements));
-    held.renewed(live, results, sentAt);
-  }).pipe(Effect.tapError((error) => Effect.sync(() => held.renewalFailed(error))));
+  attempt(() =>
+    held.renewRound((jobs) =>
+      metrics.timed("renew", () => renewLeases(pool, jobs.map((job) => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs })), statements)),
+    ),
+  ).pipe(Effect.tapError((error) => Effect.sync(() => held.renewalFailed(error))));
 
 /** One sweep: claims whose lease expired, requeued or dead, and logged by whom they were lost. */
 const sweep = ({ pool, config, statements, held, metrics, logger }: BackgroundDeps): Effect.Effect<void, unknown> =>

@@ -165,6 +165,8 @@ export class HeldJobs {
   private lastRenewal: { error: string | null; busy: number } = { error: null, busy: 0 };
   /** Claims being re-confirmed after the lease watch ran late: the watch leaves them alone meanwhile. */
   private readonly reconfirming = new Set<HeldJob>();
+  /** This worker's renewal round in flight, settled either way; undefined between rounds. */
+  private roundInFlight: Promise<void> | undefined;
 
   constructor(options: HeldJobsOptions) {
     this.options = options;
@@ -289,12 +291,17 @@ export class HeldJobs {
     return next;
   }
 
-  /** Renews `entries` now; stops those it cannot confirm (a fenced one as lost, by renewed()). */
-  private reconfirm(entries: HeldJob[]): void {
+  /**
+   * Renews `entries` now; stops those it cannot confirm (a fenced one as lost, by renewed()). A row
+   * found busy is renewed once more, after this worker's own renewal round in flight (if any) has
+   * settled: when the loop comes back, that round's timer is as overdue as the watch's, and its
+   * statement holds the row's lock while this one asks (the reconfirmation is then skipped as
+   * busy, though the row is this worker's). Still busy then: another session holds the row.
+   */
+  private reconfirm(entries: HeldJob[], again = false): void {
     for (const entry of entries) this.reconfirming.add(entry);
     const sentAt = performance.now();
     const settled = (results: readonly FencedResult[] | undefined, error?: unknown) => {
-      for (const entry of entries) this.reconfirming.delete(entry);
       if (results !== undefined) this.renewed(entries, results, sentAt);
       else this.renewalFailed(error);
       this.logger.info(
@@ -305,15 +312,19 @@ export class HeldJobs {
       // confirm (a busy row, a failed statement) is stopped now; what it confirmed gets a new deadline.
       const now = performance.now();
       const unconfirmed: HeldJob[] = [];
+      const busy: HeldJob[] = [];
       entries.forEach((entry, i) => {
         const outcome = results?.[i]?.outcome;
         if (outcome === "fenced" || outcome === "cancelled") return;
         if (entry.handlerSettledAt !== undefined || !beforeOutcome(entry.actor.state)) return;
         const deadline = localDeadline(entry.confirmedAt, entry.job.leaseMs);
-        if (deadline <= now) unconfirmed.push(entry);
-        else this.options.watch?.(deadline);
+        if (deadline > now) this.options.watch?.(deadline);
+        else if (outcome === "busy" && !again) busy.push(entry);
+        else unconfirmed.push(entry);
       });
+      for (const entry of entries) if (!busy.includes(entry)) this.reconfirming.delete(entry);
       this.interrupt(unconfirmed, now);
+      if (busy.length > 0) void (this.roundInFlight ?? Promise.resolve()).then(() => this.reconfirm(busy, true));
     };
     this.options.reconfirm!(entries.map(({ job }) => job)).then(
       (results) => settled(results),
@@ -370,6 +381,26 @@ export class HeldJobs {
       else this.renewalFenced(entry);
     });
     this.lastRenewal = { error: null, busy };
+  }
+
+  /**
+   * One renewal round over every claim held, sent by `renew` (no statement when none is held); what
+   * it found is judged by renewed(). A failure is the caller's to report (renewalFailed).
+   */
+  async renewRound(renew: (jobs: readonly ClaimedJob[]) => Promise<readonly FencedResult[]>): Promise<void> {
+    const live = [...this.running.values()];
+    const sentAt = performance.now();
+    if (live.length === 0) return this.renewed(live, [], sentAt);
+    const round = renew(live.map(({ job }) => job));
+    this.roundInFlight = round.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      this.renewed(live, await round, sentAt);
+    } finally {
+      this.roundInFlight = undefined;
+    }
   }
 
   /** A renewal round failed as a whole. */
