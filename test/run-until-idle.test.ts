@@ -7,6 +7,7 @@ import { defineTask } from "../src/runtime/task.ts";
 import { runUntilIdle } from "../src/testing/run-jobs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { rejectionOf } from "./support/errors.ts";
+import { captureLogs } from "./support/worker.ts";
 
 const db = useTestDatabase();
 
@@ -44,6 +45,49 @@ describe("runUntilIdle", () => {
     const results = await runUntilIdle({ db: db.pool, tasks: [cancelled, taken] });
     expect(results.map((r) => [r.type, r.outcome])).toEqual([["run-cancelled", "cancelled"], ["run-taken", "fenced"]]);
     expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.job_steps")).rows[0].n).toBe(0);
+  });
+
+  it("stops the handler (its signal aborted) when a progress write finds the job cancelled or its claim taken, as a worker does", async () => {
+    const stoppedAtOnce: Record<string, boolean> = {};
+    const progressing = (name: string, meanwhile: (id: string) => Promise<unknown>) =>
+      defineTask({
+        name,
+        handler: async (_p, { job, reportProgress, signal }) => {
+          await meanwhile(job.id);
+          // Progress never throws into the handler: what stops it is the machine leaving running.
+          await reportProgress({ done: 1 });
+          stoppedAtOnce[name] = signal.aborted;
+          return "went on";
+        },
+      });
+    const cancelled = progressing("progress-cancelled", (id) => cancelJob(db.pool, id));
+    const taken = progressing("progress-taken", (id) => db.pool.query("UPDATE picket.jobs SET claim_token = gen_random_uuid() WHERE id = $1", [id]));
+    await enqueueJob(db.pool, { type: "progress-cancelled" });
+    await enqueueJob(db.pool, { type: "progress-taken" });
+    const results = await runUntilIdle({ db: db.pool, tasks: [cancelled, taken] });
+    expect(results.map((r) => [r.type, r.outcome])).toEqual([["progress-cancelled", "cancelled"], ["progress-taken", "fenced"]]);
+    expect(stoppedAtOnce).toEqual({ "progress-cancelled": true, "progress-taken": true });
+  });
+
+  it("takes an advance from 0 to a hundred years, and refuses any other, saying so", async () => {
+    const task = defineTask({ name: "run-advance-bounds", handler: async () => "ran" });
+    const hundredYears = 100 * 365 * 24 * 3_600_000;
+    await enqueueJob(db.pool, { type: "run-advance-bounds", runAt: new Date(Date.now() + 50 * 365 * 24 * 3_600_000) });
+    expect(await runUntilIdle({ db: db.pool, tasks: [task], advance: 0 })).toEqual([]);
+    expect(await runUntilIdle({ db: db.pool, tasks: [task], advance: hundredYears })).toEqual([expect.objectContaining({ outcome: "completed", result: "ran" })]);
+    for (const advance of [hundredYears + 1, -1, 1.5, Number.NaN]) {
+      const error = await rejectionOf(runUntilIdle({ db: db.pool, tasks: [task], advance }));
+      expect(error).toBeInstanceOf(InvalidConfigError);
+      expect((error as Error).message).toBe(`picket/testing: runUntilIdle's advance must be a whole number of milliseconds from 0 to ${hundredYears} (got ${advance}).`);
+    }
+  });
+
+  it("writes the runtime's log lines to the logger it is given", async () => {
+    const { lines, logger } = captureLogs();
+    const task = defineTask({ name: "run-logged", maxAttempts: 1, handler: async () => Promise.reject(new Error("boom")) });
+    await enqueueJob(db.pool, { type: "run-logged" });
+    expect(await runUntilIdle({ db: db.pool, tasks: [task], logger })).toEqual([expect.objectContaining({ outcome: "dead", error: "error: boom" })]);
+    expect(lines.find((l) => l.job_id !== undefined)).toMatchObject({ task: "run-logged" });
   });
 
   it("refuses a maxJobs that is no integer ≥ 1, saying so", async () => {
