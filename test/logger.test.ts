@@ -1,4 +1,6 @@
+import { execFileSync } from "node:child_process";
 import { Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { createLogger, jobLogger } from "../src/runtime/logger.ts";
 
@@ -61,5 +63,18 @@ describe("logging", () => {
     expect(lines[0]!.err).toEqual({ type: "TypeError", message: "boom", code: "08006", stack: error.stack });
     expect(JSON.stringify(lines[0])).not.toContain("secret");
     expect(lines[1]!.err).toBe("a plain string");
+  });
+
+  it("writes to stdout in order with the process's other output: a line logged before a console.log is printed before it", { tags: ["spawns"], timeout: 60_000 }, () => {
+    const logger = fileURLToPath(new URL("../src/runtime/logger.ts", import.meta.url));
+    const script = `import { createLogger } from ${JSON.stringify(logger)};
+      const logger = createLogger();
+      for (let i = 0; i < 200; i++) { logger.info({ i }, "logged"); console.log("printed " + i); }`;
+    const output = execFileSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", env: { ...process.env, PICKET_LOG_LEVEL: "info" } });
+    const order = output
+      .trim()
+      .split("\n")
+      .map((line) => (line.startsWith("{") ? `logged ${JSON.parse(line).i}` : line));
+    expect(order).toEqual(Array.from({ length: 200 }, (_, i) => [`logged ${i}`, `printed ${i}`]).flat());
   });
 });

@@ -32,7 +32,10 @@ export const createLogger = (options: LoggerOptions = {}): Logger => {
     const colorize = options.colorize ?? (process.stdout.isTTY === true && !process.env.NO_COLOR);
     return pino({ level, base, serializers }, pino.transport({ target: "pino-pretty", options: { colorize, ignore: "pid,hostname" } }));
   }
-  return options.destination ? pino({ level, base, serializers }, options.destination) : pino({ level, base, serializers });
+  // stdout written synchronously (pino's own default stream writes asynchronously): a line
+  // logged before the process's next console.log is printed before it, and a line logged just
+  // before a crash or a process.exit is not lost. picket logs no line per job at info level.
+  return pino({ level, base, serializers }, options.destination ?? pino.destination({ dest: 1, sync: true }));
 };
 
 /**
