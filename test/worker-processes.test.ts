@@ -2,11 +2,15 @@
 // run from this process: the group's parent is picket code here, where the mutation run reaches
 // it, though its workers are child processes. \`picket worker --processes N\` itself, as a user
 // runs it, is test/cli-processes.test.ts.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { combineReports, runWorkerProcesses, startWorkerProcesses } from "../src/runtime/worker-processes.ts";
+import { Command } from "commander";
+import { workerCommand } from "../src/cli/worker.ts";
+import { combineReports, runWorkerProcesses, startWorkerProcesses, workerArguments } from "../src/runtime/worker-processes.ts";
 import { enqueueJobs } from "../src/db/index.ts";
 import type { HealthReport } from "../src/runtime/health-server.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -110,6 +114,121 @@ describe("startWorkerProcesses, for a service that embeds the group", () => {
   it("refuses options it cannot run, saying what to give", () => {
     expect(() => startWorkerProcesses({ processes: 0, tasksModule: TASKS, connectionString: db.url })).toThrow(/processes must be an integer ≥ 1 \(got 0\)/);
     expect(() => startWorkerProcesses({ processes: 2, tasksModule: TASKS, connectionString: "" })).toThrow(/needs a connectionString/);
+  });
+});
+
+describe("the group's parent, with stand-in processes", () => {
+  const STAND_IN = fileURLToPath(new URL("./fixtures/stand-in-worker.mjs", import.meta.url));
+  const group = (env: Record<string, string>, options: Partial<Parameters<typeof runWorkerProcesses>[0]> = {}) => {
+    const { lines, logger } = captureLogs();
+    return { lines, group: runWorkerProcesses({ count: 2, script: STAND_IN, args: [], env: { ...process.env, ...env }, logger, ...options }) };
+  };
+
+  it("asks each process for its health and combines the answers, naming one that does not answer in 3 s; once stopped, none is asked", async () => {
+    const { group: g } = group({ STAND_IN_SILENT: "2" });
+    await g.started;
+    expect(await g.health()).toEqual({
+      healthy: false,
+      ready: false,
+      draining: false,
+      lastPollAt: "2026-12-01T10:00:01.000Z",
+      inFlight: { "task-1": 1 },
+      checks: { database: { ok: true }, poll: { ok: true }, leases: { ok: true }, processes: { ok: false, reason: "process 2: no health report within 3000 ms" } },
+    });
+    await g.stop();
+    expect(await g.health()).toMatchObject({ ready: false, draining: true, checks: { processes: { ok: false, reason: "process 1: stopped; process 2: stopped" } } });
+  }, 30_000);
+
+  it("serves the combined report on /health and /ready when given a port, and stops serving with the group", async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const { group: g } = group({}, { health: { port, host: "127.0.0.1" } });
+    await g.started;
+    await expect.poll(async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.status, { timeout: 10_000 }).toBe(200);
+    const body = (await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as HealthReport;
+    expect(body).toMatchObject({ healthy: true, inFlight: { "task-1": 1, "task-2": 2 }, lastPollAt: "2026-12-01T10:00:02.000Z" });
+    expect((await fetch(`http://127.0.0.1:${port}/ready`)).status).toBe(200);
+    await g.stop();
+    await expect(fetch(`http://127.0.0.1:${port}/health`)).rejects.toThrow();
+  }, 30_000);
+
+  it("rejects stopped, naming the process, when one exits with an error while draining", async () => {
+    const { group: g } = group({ STAND_IN_ON_TERM: "fail" }, { count: 1 });
+    await g.started;
+    await expect(g.stop()).rejects.toThrow(/^picket: worker process 1 \(pid \d+\) exited with code 1 while draining$/);
+  }, 30_000);
+
+  it("on force(), kills a process that ignores both signals 5 s after the second, and stopped rejects naming it", async () => {
+    const { lines, group: g } = group({ STAND_IN_ON_TERM: "ignore" }, { count: 1 });
+    await g.started;
+    const forcedAt = performance.now();
+    // A force with no stop before it stops first; the stop's own kill (30 s of drain and 5 s) is not the one that acts.
+    g.force();
+    await expect(g.stopped).rejects.toThrow(/^picket: worker process 1 \(pid \d+\) did not exit after the second stop and was killed$/);
+    expect(performance.now() - forcedAt).toBeGreaterThanOrEqual(5_000);
+    expect(performance.now() - forcedAt).toBeLessThan(30_000);
+    expect(lines.filter((line) => /was still running 5000 ms after the second stop; killed it \(SIGKILL\)/.test(String(line.msg)))).toHaveLength(1);
+  }, 40_000);
+
+  it("restarts a process that died after running steadily after the first delay, every time, until stopped", async () => {
+    const { lines, group: g } = group({}, { count: 1, script: DIES, restarts: { firstDelayMs: 20, maxDelayMs: 1_000, limit: 2, steadyMs: 0 } });
+    await expect.poll(() => lines.filter((line) => line.restart_in_ms !== undefined).length, { timeout: 20_000 }).toBeGreaterThanOrEqual(4);
+    // The stop finds the process between two lives (a clean stop), or alive: the fixture has no
+    // SIGTERM handler and dies of it, or dies on its own first (code 3), which the group reports.
+    const stop = await g.stop().then(
+      () => "clean",
+      (error: Error) => error.message,
+    );
+    expect(stop).toMatch(/^(clean|picket: worker process 1 \(pid \d+\) exited with (SIGTERM|code 3) while draining)$/);
+    const delays = lines.filter((line) => line.restart_in_ms !== undefined).map((line) => line.restart_in_ms);
+    expect(new Set(delays)).toEqual(new Set([20]));
+  }, 30_000);
+});
+
+describe("the command each process of startWorkerProcesses runs", () => {
+  // Parsed by the CLI's own worker command, its action replaced: each option reaches the process
+  // as the flag that sets it, and a flag the CLI did not know would fail the parse.
+  const parsed = async (args: string[]) => {
+    const program = new Command().exitOverride();
+    workerCommand(program);
+    let options: Record<string, unknown> | undefined;
+    program.commands.find((command) => command.name() === "worker")!.action((given: Record<string, unknown>) => void (options = given));
+    await program.parseAsync(["node", "picket", ...args]);
+    return options;
+  };
+
+  it("passes every option as the flag that sets it", async () => {
+    const args = workerArguments({
+      processes: 2,
+      tasksModule: new URL("./fixtures/hello-tasks.ts", import.meta.url),
+      connectionString: "postgres://not-passed-here",
+      concurrency: 3,
+      schema: "elsewhere",
+      drainTimeoutMs: 200,
+      statementTimeoutMs: 5_000,
+      transactionPooling: true,
+      listenConnectionString: "postgres://direct/db",
+      migrate: true,
+    });
+    expect(await parsed(args)).toEqual({
+      tasks: fileURLToPath(new URL("./fixtures/hello-tasks.ts", import.meta.url)),
+      concurrency: 3,
+      schema: "elsewhere",
+      drainTimeout: 200,
+      statementTimeout: 5_000,
+      transactionPooling: true,
+      listenUrl: "postgres://direct/db",
+      migrate: true,
+    });
+    expect(args.join(" ")).not.toContain("not-passed-here");
+  });
+
+  it("leaves out what was not given: the worker's defaults apply", async () => {
+    expect(await parsed(workerArguments({ processes: 1, tasksModule: "tasks.ts", connectionString: "postgres://x" }))).toEqual({ tasks: "tasks.ts", schema: "picket" });
   });
 });
 

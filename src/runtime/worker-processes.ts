@@ -325,6 +325,24 @@ export interface StartWorkerProcessesOptions {
 // source, dist/cli/main.js when installed.
 const CLI_ENTRY = fileURLToPath(new URL(import.meta.url.endsWith(".ts") ? "../cli/main.ts" : "../cli/main.js", import.meta.url));
 
+/** One process's `picket worker` arguments for these options (its connection string goes in its environment). */
+export const workerArguments = (options: StartWorkerProcessesOptions): string[] => {
+  const tasksModule = options.tasksModule instanceof URL ? fileURLToPath(options.tasksModule) : options.tasksModule;
+  const flag = (name: string, value: string | number | undefined) => (value === undefined ? [] : [name, String(value)]);
+  return [
+    "worker",
+    "--tasks",
+    tasksModule,
+    ...flag("--concurrency", options.concurrency),
+    ...flag("--schema", options.schema),
+    ...flag("--drain-timeout", options.drainTimeoutMs),
+    ...flag("--statement-timeout", options.statementTimeoutMs),
+    ...flag("--listen-url", options.listenConnectionString),
+    ...(options.transactionPooling ? ["--transaction-pooling"] : []),
+    ...(options.migrate ? ["--migrate"] : []),
+  ];
+};
+
 /**
  * Runs `processes` supervisors, each a process of its own, from a service that embeds picket: the
  * group `picket worker --processes N` runs, without its signal handling (the service owns its
@@ -338,24 +356,10 @@ export const startWorkerProcesses = (options: StartWorkerProcessesOptions): Work
   if (typeof options.connectionString !== "string" || options.connectionString === "") {
     throw new InvalidConfigError("picket: startWorkerProcesses needs a connectionString (each process opens its own pool).");
   }
-  const tasksModule = options.tasksModule instanceof URL ? fileURLToPath(options.tasksModule) : options.tasksModule;
-  const flag = (name: string, value: string | number | undefined) => (value === undefined ? [] : [name, String(value)]);
-  const args = [
-    "worker",
-    "--tasks",
-    tasksModule,
-    ...flag("--concurrency", options.concurrency),
-    ...flag("--schema", options.schema),
-    ...flag("--drain-timeout", options.drainTimeoutMs),
-    ...flag("--statement-timeout", options.statementTimeoutMs),
-    ...flag("--listen-url", options.listenConnectionString),
-    ...(options.transactionPooling ? ["--transaction-pooling"] : []),
-    ...(options.migrate ? ["--migrate"] : []),
-  ];
   return runWorkerProcesses({
     count: options.processes,
     script: CLI_ENTRY,
-    args,
+    args: workerArguments(options),
     env: { ...(options.env ?? process.env), DATABASE_URL: options.connectionString },
     logger: options.logger ?? createLogger(),
     ...(options.drainTimeoutMs !== undefined ? { drainTimeoutMs: options.drainTimeoutMs } : {}),
