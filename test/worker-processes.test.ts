@@ -2,6 +2,7 @@
 // run from this process: the group's parent is picket code here, where the mutation run reaches
 // it, though its workers are child processes. \`picket worker --processes N\` itself, as a user
 // runs it, is test/cli-processes.test.ts.
+import { EventEmitter } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -10,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { Command } from "commander";
 import { workerCommand } from "../src/cli/worker.ts";
-import { combineReports, runWorkerProcesses, startWorkerProcesses, workerArguments } from "../src/runtime/worker-processes.ts";
+import { attachToParent, combineReports, runWorkerProcesses, startWorkerProcesses, workerArguments } from "../src/runtime/worker-processes.ts";
 import { enqueueJobs } from "../src/db/index.ts";
 import type { HealthReport } from "../src/runtime/health-server.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -95,6 +96,9 @@ describe("startWorkerProcesses, for a service that embeds the group", () => {
     });
     await expect(group.stopped).rejects.toThrow("picket: worker process 1 died 5 times in a row within 60000 ms of starting; stopping the others (see its output above)");
     expect(lines.filter((line) => line.restart_in_ms !== undefined).map((line) => line.restart_in_ms)).toEqual([50, 100, 150, 150]);
+    expect(lines.filter((line) => line.level === 50)).toEqual([
+      expect.objectContaining({ process: 1, pid: expect.any(Number), code: 3, signal: null, msg: "worker process 1 died 5 times in a row within 60000 ms of starting; stopping the others (see its output above)" }),
+    ]);
   }, 30_000);
 
   it("kills a process on stop() once its drain deadline and a grace have passed, and stopped rejects naming it", async () => {
@@ -132,11 +136,66 @@ describe("the group's parent, with stand-in processes", () => {
       ready: false,
       draining: false,
       lastPollAt: "2026-12-01T10:00:01.000Z",
-      inFlight: { "task-1": 1 },
+      inFlight: { "task-1": 1, "request-0": 1 },
       checks: { database: { ok: true }, poll: { ok: true }, leases: { ok: true }, processes: { ok: false, reason: "process 2: no health report within 3000 ms" } },
     });
     await g.stop();
     expect(await g.health()).toMatchObject({ ready: false, draining: true, checks: { processes: { ok: false, reason: "process 1: stopped; process 2: stopped" } } });
+  }, 30_000);
+
+  it("matches each answer to its request when several are in flight, and names a process that exits while asked", async () => {
+    const { group: g } = group({ STAND_IN_EXIT_ON_HEALTH: "2" }, { restarts: { firstDelayMs: 60_000, maxDelayMs: 60_000, limit: 5, steadyMs: 0 } });
+    await g.started;
+    const [first, second] = await Promise.all([g.health(), g.health()]);
+    // Process 1 answered requests 0 and 2; process 2 was asked 1 and 3, and exited.
+    expect([first.inFlight, second.inFlight]).toEqual([
+      { "task-1": 1, "request-0": 1 },
+      { "task-1": 1, "request-2": 1 },
+    ]);
+    expect(first.checks.processes).toEqual({ ok: false, reason: "process 2: exited" });
+    // Gone, and waiting out its restart delay: not asked, and said so.
+    expect((await g.health()).checks.processes).toEqual({ ok: false, reason: "process 2: not running (starting or being replaced)" });
+    await g.stop();
+  }, 30_000);
+
+  it("has started only once every process has said so", async () => {
+    const createdAt = performance.now();
+    const { group: g } = group({ STAND_IN_LATE: "2" });
+    await g.started;
+    expect(performance.now() - createdAt).toBeGreaterThanOrEqual(1_400);
+    await g.stop();
+  }, 30_000);
+
+  it("takes no other message for the start: a process that exits without having said it started stops the group, saying so", async () => {
+    const { lines, group: g } = group({ STAND_IN_NEVER_STARTS: "1" }, { count: 1 });
+    await expect(g.started).rejects.toThrow(/^picket: the worker processes stopped before all had started: worker process 1 exited before it started \(code 1\); see its output above$/);
+    await expect(g.stopped).rejects.toThrow(/^picket: worker process 1 exited before it started \(code 1\); see its output above$/);
+    expect(lines.find((line) => line.level === 50)).toMatchObject({ process: 1, pid: expect.any(Number), code: 1, signal: null, msg: "worker process 1 exited before it started (code 1); stopping the others" });
+  }, 30_000);
+
+  it("signals each process once for any number of stop() calls: a second signal would be the force", async () => {
+    const { group: g } = group({ STAND_IN_ON_TERM: "twice" });
+    await g.started;
+    const stops = [g.stop(), g.stop()];
+    await Promise.all(stops);
+    await g.stop();
+  }, 30_000);
+
+  it("starts no process after the stop when a restart was waiting for its delay", async () => {
+    const { lines, group: g } = group({}, { count: 1, script: DIES, restarts: { firstDelayMs: 300, maxDelayMs: 300, limit: 5, steadyMs: 0 } });
+    await expect.poll(() => lines.some((line) => line.restart_in_ms !== undefined), { timeout: 20_000 }).toBe(true);
+    expect(lines.find((line) => line.restart_in_ms !== undefined)).toMatchObject({
+      level: 40,
+      process: 1,
+      pid: expect.any(Number),
+      code: 3,
+      signal: null,
+      msg: expect.stringMatching(/^worker process 1 \(pid \d+\) died \(code 3\); starting a new one in 300 ms$/),
+    });
+    await g.stop();
+    const starts = lines.filter((line) => String(line.msg).startsWith("worker process 1 starting")).length;
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(lines.filter((line) => String(line.msg).startsWith("worker process 1 starting"))).toHaveLength(starts);
   }, 30_000);
 
   it("serves the combined report on /health and /ready when given a port, and stops serving with the group", async () => {
@@ -171,7 +230,9 @@ describe("the group's parent, with stand-in processes", () => {
     await expect(g.stopped).rejects.toThrow(/^picket: worker process 1 \(pid \d+\) did not exit after the second stop and was killed$/);
     expect(performance.now() - forcedAt).toBeGreaterThanOrEqual(5_000);
     expect(performance.now() - forcedAt).toBeLessThan(30_000);
-    expect(lines.filter((line) => /was still running 5000 ms after the second stop; killed it \(SIGKILL\)/.test(String(line.msg)))).toHaveLength(1);
+    expect(lines.filter((line) => /was still running 5000 ms after the second stop; killed it \(SIGKILL\)/.test(String(line.msg)))).toEqual([
+      expect.objectContaining({ level: 50, process: 1, pid: expect.any(Number), msg: expect.stringContaining("A handler that never yields blocks its process") }),
+    ]);
   }, 40_000);
 
   it("restarts a process that died after running steadily after the first delay, every time, until stopped", async () => {
@@ -232,6 +293,51 @@ describe("the command each process of startWorkerProcesses runs", () => {
   });
 });
 
+describe("a process's side of the channel (attachToParent)", () => {
+  const report = { healthy: true, ready: true, draining: false, lastPollAt: null, inFlight: {}, checks: { database: { ok: true }, poll: { ok: true }, leases: { ok: true } } } as HealthReport;
+  const channel = () => {
+    const emitter = new EventEmitter();
+    const sent: unknown[] = [];
+    return Object.assign(emitter, { sent, connected: true, send: (message: unknown) => sent.push(message) });
+  };
+
+  it("answers each health request with its id, says once when it started, and takes a closed channel as the stop", async () => {
+    const parent = channel();
+    let gone = 0;
+    const attached = attachToParent({ health: async () => report }, () => gone++, parent, { PICKET_WORKER_PROCESS: "2" });
+    expect(attached).toBeDefined();
+    expect(parent.sent).toEqual([]);
+    attached!.started();
+    expect(parent.sent).toEqual(["picket:worker-started"]);
+    parent.emit("message", { type: "picket:health", id: 7 });
+    parent.emit("message", { type: "not for picket", id: 8 });
+    parent.emit("message", undefined);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(parent.sent).toEqual(["picket:worker-started", { type: "picket:health-report", id: 7, report }]);
+    parent.emit("disconnect");
+    parent.emit("disconnect");
+    expect(gone).toBe(1);
+  });
+
+  it("sends nothing once the parent is gone", async () => {
+    const parent = channel();
+    const attached = attachToParent({ health: async () => report }, () => undefined, parent, { PICKET_WORKER_PROCESS: "1" });
+    parent.connected = false;
+    attached!.started();
+    parent.emit("message", { type: "picket:health", id: 1 });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(parent.sent).toEqual([]);
+  });
+
+  it("is nothing outside a group: no slot in the environment, or no channel to a parent", () => {
+    const parent = channel();
+    expect(attachToParent({ health: async () => report }, () => undefined, parent, {})).toBeUndefined();
+    const { send: _send, ...noSend } = parent;
+    expect(attachToParent({ health: async () => report }, () => undefined, Object.assign(new EventEmitter(), noSend, { send: undefined }), { PICKET_WORKER_PROCESS: "1" })).toBeUndefined();
+    expect(parent.listenerCount("message") + parent.listenerCount("disconnect")).toBe(0);
+  });
+});
+
 describe("one health report for several processes", () => {
   const healthy = (inFlight: Record<string, number>, lastPollAt: string | null): HealthReport => ({
     healthy: true,
@@ -252,6 +358,18 @@ describe("one health report for several processes", () => {
       inFlight: { a: 3, b: 1 },
       checks: { database: { ok: true }, poll: { ok: true }, leases: { ok: false, reason: "process 2: renewals failing" }, processes: { ok: true } },
     });
+  });
+
+  it("names every process where a check fails or that did not answer, one after another; the latest poll wins; one process not ready is enough", () => {
+    const failing = (slot: number): HealthReport => ({ ...healthy({}, null), healthy: false, checks: { database: { ok: false, reason: `down ${slot}` }, poll: { ok: true }, leases: { ok: true } } });
+    const report = combineReports(
+      [failing(1), healthy({}, "2026-12-01T10:00:03.000Z"), failing(3), "exited", healthy({}, "2026-12-01T10:00:01.000Z"), "no health report within 3000 ms", { ...healthy({}, "2026-12-01T10:00:02.000Z"), ready: false }],
+      false,
+    );
+    expect(report.checks.database).toEqual({ ok: false, reason: "process 1: down 1; process 3: down 3" });
+    expect(report.checks.processes).toEqual({ ok: false, reason: "process 4: exited; process 6: no health report within 3000 ms" });
+    expect(report.lastPollAt).toBe("2026-12-01T10:00:03.000Z");
+    expect(combineReports([healthy({}, null), { ...healthy({}, null), ready: false }], false).ready).toBe(false);
   });
 
   it("is unhealthy and not ready while a process is missing, saying which", () => {

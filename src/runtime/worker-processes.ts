@@ -89,18 +89,33 @@ export interface WorkerProcesses {
   health(): Promise<HealthReport>;
 }
 
+/** What attachToParent uses of a child process's channel to its parent: node's `process`. */
+export interface ParentChannel {
+  send?: (message: unknown) => unknown;
+  readonly connected?: boolean;
+  on(event: "message", listener: (message: unknown) => void): unknown;
+  once(event: "disconnect", listener: () => void): unknown;
+}
+
 /**
  * The child's side of the channel, when this worker is one of `--processes N` (else undefined):
  * it answers the parent's health requests, treats a parent that is gone (the channel closed) as a
  * stop signal, and tells the parent once it has started.
  */
-export const attachToParent = (supervisor: { health(): Promise<HealthReport> }, parentGone: () => void): { started(): void } | undefined => {
-  if (process.env.PICKET_WORKER_PROCESS === undefined || process.send === undefined) return undefined;
-  const send = (message: unknown) => process.connected && process.send!(message);
-  process.once("disconnect", parentGone);
-  process.on("message", (message: HealthRequest) => {
-    if (message?.type !== "picket:health") return;
-    void supervisor.health().then((report) => send({ type: "picket:health-report", id: message.id, report } satisfies HealthAnswer));
+export const attachToParent = (
+  supervisor: { health(): Promise<HealthReport> },
+  parentGone: () => void,
+  channel: ParentChannel = process,
+  env: NodeJS.ProcessEnv = process.env,
+): { started(): void } | undefined => {
+  if (env.PICKET_WORKER_PROCESS === undefined || channel.send === undefined) return undefined;
+  // A parent gone since the request came: nothing to answer (send would throw).
+  const send = (message: unknown) => channel.connected && channel.send!(message);
+  channel.once("disconnect", parentGone);
+  channel.on("message", (message) => {
+    const request = message as HealthRequest | undefined;
+    if (request?.type !== "picket:health") return;
+    void supervisor.health().then((report) => send({ type: "picket:health-report", id: request.id, report } satisfies HealthAnswer));
   });
   return { started: () => send(STARTED_MESSAGE) };
 };
