@@ -17,6 +17,12 @@ import { findEmbeddedPostgres, startEmbeddedPostgres, stopEmbeddedPostgresIn } f
 import { beat } from "../src/db/workers.ts";
 import { isAlive } from "../src/db/process-alive.ts";
 
+// readFile passes through, so that a test can hold one caller's read of the lock back (below).
+vi.mock("node:fs/promises", async (original) => {
+  const actual = await original<typeof import("node:fs/promises")>();
+  return { ...actual, readFile: vi.fn(actual.readFile) };
+});
+
 const URL_LINE = /^postgres:\/\/postgres:[A-Za-z0-9_-]{32}@127\.0\.0\.1:(\d+)\/postgres\n$/;
 const cleanups: (() => Promise<void>)[] = [];
 /** A path in the project folder the test runs from. */
@@ -211,6 +217,41 @@ describe("the start lock", () => {
     expect(await Promise.all(Array.from({ length: 6 }, hold))).toEqual(Array(6).fill(true));
     expect(most).toBe(1);
     expect(existsSync(lock())).toBe(false);
+  });
+
+  it("a caller that read the pid of a process that is gone does not remove the lock another caller has taken over since", async () => {
+    await mkdir(project(".picket"));
+    const dead = await deadPid();
+    await writeFile(lock(), String(dead));
+    // The first caller to read the lock reads the dead pid, and acts on it only 300 ms later: by
+    // then the other has removed that lock and holds its own.
+    const { readFile } = await import("node:fs/promises");
+    const actual = (await vi.importActual<typeof import("node:fs/promises")>("node:fs/promises")).readFile;
+    vi.mocked(readFile).mockImplementationOnce((async (...args: Parameters<typeof actual>) => {
+      const content = await actual(...args);
+      await new Promise((r) => setTimeout(r, 300));
+      return content;
+    }) as typeof readFile);
+    let inside = 0;
+    let most = 0;
+    const hold = () =>
+      withStartLock(async () => {
+        most = Math.max(most, ++inside);
+        await new Promise((r) => setTimeout(r, 600));
+        inside--;
+      });
+    await Promise.all([hold(), hold()]);
+    expect(most).toBe(1);
+    expect(existsSync(lock())).toBe(false);
+    expect(existsSync(`${lock()}.break`)).toBe(false);
+  });
+
+  it("a breaker left by a process that is gone does not wedge the takeover", async () => {
+    await mkdir(project(".picket"));
+    await writeFile(lock(), String(await deadPid()));
+    await writeFile(`${lock()}.break`, String(await deadPid()));
+    expect(await withStartLock(async () => "taken over")).toBe("taken over");
+    expect(existsSync(`${lock()}.break`)).toBe(false);
   });
 
   it("a lock file removed by hand while its holder runs (as the give-up message says to) does not turn the holder's result into an error", async () => {

@@ -69,8 +69,8 @@ export const withStartLock = async <T>(fn: () => Promise<T>): Promise<T> => {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
       const holder = Number(await readFile(lock, "utf8").catch(() => ""));
       // An empty file is one being written this instant: wait for its pid.
-      if (holder > 0 && !isAlive(holder)) await rm(lock, { force: true });
-      else if (Date.now() > deadline) {
+      if (holder > 0 && !isAlive(holder) && (await removeStaleLock(lock, holder))) continue;
+      if (Date.now() > deadline) {
         throw new PicketError(`picket: picket process ${holder} has been starting the embedded PostgreSQL for 2 minutes (${lock}); stop it, or remove the file if it is gone.`);
       } else await new Promise((r) => setTimeout(r, 100));
     }
@@ -79,6 +79,33 @@ export const withStartLock = async <T>(fn: () => Promise<T>): Promise<T> => {
     return await fn();
   } finally {
     await rm(lock, { force: true });
+  }
+};
+
+/**
+ * Removes the lock of `holder`, a process that is gone, unless another caller has taken it over
+ * since this one read it: the lock is read again and removed under a second lock file (the
+ * breaker), so that of several callers that read the dead pid, one removes the lock and the
+ * others, finding it taken over, wait for its new holder. Without it, a caller that read the dead
+ * pid late removed the lock the first had just written, and both went in. Returns whether the
+ * caller should try to take the lock at once; false: wait and look again.
+ */
+const removeStaleLock = async (lock: string, holder: number): Promise<boolean> => {
+  const breaker = `${lock}.break`;
+  try {
+    await writeFile(breaker, String(process.pid), { flag: "wx" });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    // Held for the time of one read and one removal; one whose process is gone is left over.
+    const breaking = Number(await readFile(breaker, "utf8").catch(() => ""));
+    if (breaking > 0 && !isAlive(breaking)) await rm(breaker, { force: true });
+    return false;
+  }
+  try {
+    if (Number(await readFile(lock, "utf8").catch(() => "")) === holder) await rm(lock, { force: true });
+    return true;
+  } finally {
+    await rm(breaker, { force: true });
   }
 };
 
