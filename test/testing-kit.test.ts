@@ -481,7 +481,40 @@ describe("checkTask's judgement of one path", () => {
           "Make the work happen once: inside ctx.step, or keyed by ctx.idempotencyKey or a key from the payload (INSERT ... ON CONFLICT DO NOTHING)",
       ].join("\n"),
     ]);
+    expect(judgePath({ ...clean, observedStates: ["claimed", "running", "completing", "fenced"] })[0]).toBe(
+      "the job's machine went claimed > running > completing > fenced, not along the path (claimed > running > fenced)",
+    );
     // Values of any shape are shown as JSON, undefined too.
     expect(judgePath({ ...clean, effect: { ...clean.effect!, once: { rows: ["a"] }, here: undefined } })[0]).toMatch(/^not idempotent: expected \{"rows":\["a"\]\} .*, observed undefined after this path\n/);
+  });
+  it("holds each outcome to its row: the status, a released job's attempt, nothing written after a cancel or a failed write", () => {
+    const at = (o: Partial<PathObservation>) => judgePath({ ...clean, fence: null, effect: null, ...o });
+    expect(at({ outcome: "completed", expectedOutcome: "completed", finalRow: row })).toEqual(["the job ended completed but its row is processing"]);
+    const pending = { ...row, status: "pending" } as Job;
+    expect(at({ outcome: "released", expectedOutcome: "released", finalRow: pending, claimedAttempts: 2 })).toEqual([
+      "a released job's attempt is not charged, but its row counts 2 attempts (claimed as attempt 2)",
+    ]);
+    expect(at({ outcome: "released", expectedOutcome: "released", finalRow: { ...pending, attempts: 1 } as Job, claimedAttempts: 2 })).toEqual([]);
+    const cancelled = { ...row, status: "cancelled" } as Job;
+    expect(at({ outcome: "cancelled", expectedOutcome: "cancelled", finalRow: cancelled })).toEqual([]);
+    expect(at({ outcome: "cancelled", expectedOutcome: "cancelled", finalRow: { ...cancelled, result: 1 } as Job })).toEqual(["the job was cancelled, yet an outcome was written after the cancel"]);
+    expect(at({ outcome: "cancelled", expectedOutcome: "cancelled", finalRow: { ...cancelled, lastError: { message: "x" } } as unknown as Job })).toHaveLength(1);
+    expect(at({ outcome: "abandoned", expectedOutcome: "abandoned", rowBeforeWrite: row, finalRow: row })).toEqual([]);
+    expect(at({ outcome: "abandoned", expectedOutcome: "abandoned", rowBeforeWrite: row, finalRow: { ...row, attempts: 3 } as Job })).toEqual(["the outcome write failed, yet the row changed"]);
+    // A row with no status to expect (fenced, abandoned, refused) is not held to one.
+    expect(at({ outcome: "abandoned", expectedOutcome: "abandoned", rowBeforeWrite: null, finalRow: { ...row, status: "dead" } as Job })).toEqual([]);
+  });
+
+  it("counts the runs in ordinals, and says when the tables were not put back", () => {
+    const runs = Array.from({ length: 23 }, () => "retried" as const);
+    const [problem] = judgePath({ ...clean, effect: { ...clean.effect!, here: 2, runs, tablesRestored: false } });
+    const lines = problem!.split("\n");
+    expect(lines[2]).toContain("the job was run 23 times (1st retried, 2nd retried, 3rd retried, 4th retried,");
+    expect(lines[2]).toContain("10th retried, 11th retried, 12th retried, 13th retried, 14th retried,");
+    expect(lines[2]).toMatch(/20th retried, 21st retried, 22nd retried, 23rd retried\)$/);
+    expect(lines[3]).toBe(
+      "  your tables were not put back between paths (restoreTables: false), so unless effect counts by a key this path's payload alone holds, 2 includes what earlier paths did",
+    );
+    expect(judgePath({ ...clean, effect: { ...clean.effect!, here: 2, runs: ["completed"] } })[0]).toContain("the job was run 1 time (1st completed)");
   });
 });
