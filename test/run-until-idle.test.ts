@@ -19,6 +19,9 @@ describe("runUntilIdle", () => {
     await enqueueJob(db.pool, { type: "run-elsewhere", payload: { n: 21 } }, { schema });
     await enqueueJob(db.pool, { type: "run-elsewhere", payload: { n: 1 } });
     expect(await runUntilIdle({ db: db.pool, tasks: [task], schema })).toEqual([expect.objectContaining({ outcome: "completed", result: 42, error: null })]);
+    // Time travel in that schema too.
+    await enqueueJob(db.pool, { type: "run-elsewhere", payload: { n: 5 }, delayMs: 60_000 }, { schema });
+    expect(await runUntilIdle({ db: db.pool, tasks: [task], schema, advance: 120_000 })).toEqual([expect.objectContaining({ outcome: "completed", result: 10 })]);
     // The job in picket's own schema was left alone.
     expect((await db.pool.query("SELECT status FROM picket.jobs WHERE type = 'run-elsewhere'")).rows).toEqual([{ status: "pending" }]);
   });
@@ -85,13 +88,32 @@ describe("runUntilIdle", () => {
   it("writes the runtime's log lines to the logger it is given", async () => {
     const { lines, logger } = captureLogs();
     const task = defineTask({ name: "run-logged", maxAttempts: 1, handler: async () => Promise.reject(new Error("boom")) });
-    await enqueueJob(db.pool, { type: "run-logged" });
+    await enqueueJob(db.pool, { type: "run-logged", payload: { token: "secret-in-payload" } });
     expect(await runUntilIdle({ db: db.pool, tasks: [task], logger })).toEqual([expect.objectContaining({ outcome: "dead", error: "error: boom" })]);
     expect(lines.find((l) => l.job_id !== undefined)).toMatchObject({ task: "run-logged" });
+    // Payloads stay out of the lines, as a worker's default.
+    expect(JSON.stringify(lines)).not.toContain("secret-in-payload");
   });
 
-  it("refuses a maxJobs that is no integer ≥ 1, saying so", async () => {
+  it("claims as picket-testing, and with keepCompleted: false runs as a default worker: the completed row is gone, its result with it", async () => {
+    const lockedBy: string[] = [];
+    const task = defineTask({
+      name: "run-default-worker",
+      handler: async (_p, { job }) => {
+        lockedBy.push((await db.pool.query("SELECT locked_by FROM picket.jobs WHERE id = $1", [job.id])).rows[0].locked_by);
+        return "done";
+      },
+    });
+    const job = await enqueueJob(db.pool, { type: "run-default-worker" });
+    expect(await runUntilIdle({ db: db.pool, tasks: [task], keepCompleted: false })).toEqual([expect.objectContaining({ id: job.id, outcome: "completed", result: null })]);
+    expect(lockedBy).toEqual(["picket-testing"]);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE id = $1", [job.id])).rows[0].n).toBe(0);
+  });
+
+  it("refuses a maxJobs that is no integer ≥ 1, saying so, and takes 1", async () => {
     const task = defineTask({ name: "run-refused", handler: async () => undefined });
+    await enqueueJob(db.pool, { type: "run-refused" });
+    expect(await runUntilIdle({ db: db.pool, tasks: [task], maxJobs: 1 })).toEqual([expect.objectContaining({ outcome: "completed" })]);
     for (const maxJobs of [0, 1.5, -3]) {
       const error = await rejectionOf(runUntilIdle({ db: db.pool, tasks: [task], maxJobs }));
       expect(error).toBeInstanceOf(InvalidConfigError);

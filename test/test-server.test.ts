@@ -5,7 +5,7 @@
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { InvalidConfigError } from "../src/db/index.ts";
-import { createTestDatabase, startTestServer, TEST_ADMIN_URL_ENV, TEST_TEMPLATE_ENV, withDatabase } from "../src/testing/database.ts";
+import { createTestDatabase, startTestServer, TEST_ADMIN_URL_ENV, TEST_TEMPLATE_ENV, useTestDatabase as useKitDatabase, withDatabase } from "../src/testing/database.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { rejectionOf } from "./support/errors.ts";
 
@@ -140,6 +140,54 @@ describe("createTestDatabase", () => {
     expect((await again.pool.query("SELECT to_regclass('picket.jobs') IS NOT NULL AS migrated")).rows[0]).toEqual({ migrated: true });
     await again.drop();
   }, 120_000);
+});
+
+describe("the process's own server, when no set-up gave one", () => {
+  it("is not handed on through the environment; a start that failed is tried again by the next caller; only a whole set-up in the environment is used", async () => {
+    delete process.env[TEST_TEMPLATE_ENV];
+    // An admin URL without a template is no set-up: the process starts (here: connects to) its own.
+    process.env.DATABASE_URL = "postgres://postgres:x@127.0.0.1:1/postgres";
+    await expect(createTestDatabase()).rejects.toThrow(/ECONNREFUSED/);
+    process.env.DATABASE_URL = runAdmin;
+    const made = await createTestDatabase();
+    try {
+      expect([process.env[TEST_ADMIN_URL_ENV], process.env[TEST_TEMPLATE_ENV]]).toEqual([runAdmin, undefined]);
+      expect((await made.pool.query("SELECT to_regclass('picket.jobs') IS NOT NULL AS migrated")).rows[0]).toEqual({ migrated: true });
+    } finally {
+      await made.drop();
+    }
+  }, 60_000);
+
+  it("survives the server closing its connections: a pool's idle connection and a dedicated one", async () => {
+    const made = await createTestDatabase();
+    try {
+      await made.pool.query("SELECT 1");
+      const client = await made.connect();
+      await db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [made.name]);
+      // The closed connections' errors reach their handlers, not the process.
+      await expect(client.query("SELECT 1")).rejects.toThrow();
+      expect((await made.pool.query("SELECT 1 AS one")).rows[0].one).toBe(1);
+    } finally {
+      await made.drop();
+    }
+  });
+});
+
+describe("useTestDatabase with node:test's hooks", () => {
+  it("makes and prepares the database in before(), refuses to be read earlier, and drops it in after()", async () => {
+    const before: Array<() => Promise<void>> = [];
+    const after: Array<() => Promise<void>> = [];
+    const prepared: string[] = [];
+    const handle = useKitDatabase({ before: (fn) => before.push(fn), after: (fn) => after.push(fn) }, { prepare: (made) => void prepared.push(made.name) });
+    expect([before.length, after.length]).toEqual([1, 1]);
+    expect(() => handle.url).toThrow("picket/testing: the test database is made in a before-all hook; read it inside a test or a later hook, not while the file loads.");
+    await before[0]!();
+    expect(await handle.ready()).toMatchObject({ name: handle.name, url: handle.url });
+    expect(prepared).toEqual([handle.name]);
+    expect((await handle.pool.query("SELECT current_database() AS name")).rows[0].name).toBe(handle.name);
+    await after[0]!();
+    expect(await databases(handle.name)).toEqual([]);
+  });
 });
 
 describe("withDatabase", () => {
