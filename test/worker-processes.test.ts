@@ -8,10 +8,10 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { Command } from "commander";
 import { workerCommand } from "../src/cli/worker.ts";
-import { attachToParent, combineReports, runWorkerProcesses, startWorkerProcesses, workerArguments } from "../src/runtime/worker-processes.ts";
+import { attachToParent, combineReports, runWorkerProcesses, startWorkerProcesses, workerArguments, type WorkerProcesses } from "../src/runtime/worker-processes.ts";
 import { enqueueJobs } from "../src/db/index.ts";
 import type { HealthReport } from "../src/runtime/health-server.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -123,10 +123,20 @@ describe("startWorkerProcesses, for a service that embeds the group", () => {
 
 describe("the group's parent, with stand-in processes", () => {
   const STAND_IN = fileURLToPath(new URL("./fixtures/stand-in-worker.mjs", import.meta.url));
+  const groups: WorkerProcesses[] = [];
   const group = (env: Record<string, string>, options: Partial<Parameters<typeof runWorkerProcesses>[0]> = {}) => {
     const { lines, logger } = captureLogs();
-    return { lines, group: runWorkerProcesses({ count: 2, script: STAND_IN, args: [], env: { ...process.env, ...env }, logger, ...options }) };
+    const made = runWorkerProcesses({ count: 2, script: STAND_IN, args: [], env: { ...process.env, ...env }, logger, ...options });
+    groups.push(made);
+    return { lines, group: made };
   };
+  // A test that failed half-way leaves no process behind (their channels would keep vitest's worker alive).
+  afterEach(async () => {
+    for (const left of groups.splice(0)) {
+      left.force();
+      await left.stopped.catch(() => undefined);
+    }
+  });
 
   it("asks each process for its health and combines the answers, naming one that does not answer in 3 s; once stopped, none is asked", async () => {
     const { group: g } = group({ STAND_IN_SILENT: "2" });
@@ -161,9 +171,30 @@ describe("the group's parent, with stand-in processes", () => {
   it("has started only once every process has said so", async () => {
     const createdAt = performance.now();
     const { group: g } = group({ STAND_IN_LATE: "2" });
+    // Not asked before it said so: it may not be listening yet.
+    await expect.poll(async () => (await g.health()).checks.processes, { timeout: 10_000 }).toEqual({ ok: false, reason: "process 2: not running (starting or being replaced)" });
     await g.started;
     expect(performance.now() - createdAt).toBeGreaterThanOrEqual(1_400);
     await g.stop();
+  }, 30_000);
+
+  it("names a process that cannot be asked (its channel closed), and a caller awaiting only stopped sees no unhandled rejection", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const { group: g } = group({ STAND_IN_DISCONNECT: "1" }, { count: 1 });
+      await g.started;
+      await expect.poll(async () => (await g.health()).checks.processes?.reason ?? "", { timeout: 10_000 }).toMatch(/^process 1: cannot be asked: /);
+      await g.stop();
+      // A group whose start failed, awaited only through stopped: started's rejection is handled.
+      const failed = group({ STAND_IN_NEVER_STARTS: "1" }, { count: 1 }).group;
+      await expect(failed.stopped).rejects.toThrow(/exited before it started/);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
   }, 30_000);
 
   it("takes no other message for the start: a process that exits without having said it started stops the group, saying so", async () => {
