@@ -50,6 +50,19 @@ describe("runUntilIdle", () => {
     expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.job_steps")).rows[0].n).toBe(0);
   });
 
+  it("reports no result for a run whose claim was lost, though the row holds the result another claim wrote", async () => {
+    const task = defineTask({
+      name: "run-finished-elsewhere",
+      handler: async (_p, { job, step }) => {
+        // Another worker's claim took the job and completed it meanwhile.
+        await db.pool.query(`UPDATE picket.jobs SET status = 'completed', result = '"theirs"', claim_token = NULL, locked_by = NULL, locked_at = NULL, lock_until = NULL WHERE id = $1`, [job.id]);
+        await step("after the loss", () => "never recorded");
+      },
+    });
+    await enqueueJob(db.pool, { type: "run-finished-elsewhere" });
+    expect(await runUntilIdle({ db: db.pool, tasks: [task] })).toEqual([expect.objectContaining({ outcome: "fenced", result: null })]);
+  });
+
   it("stops the handler (its signal aborted) when a progress write finds the job cancelled or its claim taken, as a worker does", async () => {
     const stoppedAtOnce: Record<string, boolean> = {};
     const progressing = (name: string, meanwhile: (id: string) => Promise<unknown>) =>

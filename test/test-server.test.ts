@@ -158,6 +158,11 @@ describe("the process's own server, when no set-up gave one", () => {
     }
   }, 60_000);
 
+  it("fails with the server's reason when the template cannot be cloned, and gives the server back", async () => {
+    process.env[TEST_TEMPLATE_ENV] = "picket_template_that_is_not_there";
+    await expect(createTestDatabase()).rejects.toThrow(/template database "picket_template_that_is_not_there" does not exist/);
+  });
+
   it("survives the server closing its connections: a pool's idle connection and a dedicated one", async () => {
     const made = await createTestDatabase();
     try {
@@ -186,8 +191,23 @@ describe("useTestDatabase with node:test's hooks", () => {
     expect(await handle.ready()).toMatchObject({ name: handle.name, url: handle.url });
     expect(prepared).toEqual([handle.name]);
     expect((await handle.pool.query("SELECT current_database() AS name")).rows[0].name).toBe(handle.name);
+    const client = await handle.connect();
+    expect((await client.query("SELECT current_database() AS name")).rows[0].name).toBe(handle.name);
     await after[0]!();
     expect(await databases(handle.name)).toEqual([]);
+    await expect(client.query("SELECT 1")).rejects.toThrow();
+  });
+
+  it("takes vitest's hooks with their time limits, needs no prepare, drops through the handle, and an after() with no database does nothing", async () => {
+    const hooks: Array<{ fn: () => Promise<void>; timeout: number | undefined }> = [];
+    const handle = useKitDatabase({ beforeAll: (fn, timeout) => hooks.push({ fn, timeout }), afterAll: (fn, timeout) => hooks.push({ fn, timeout }) });
+    expect(hooks.map((h) => h.timeout)).toEqual([120_000, 60_000]);
+    // The set-up failed (or never ran): the after-all hook has nothing to drop.
+    await hooks[1]!.fn();
+    await hooks[0]!.fn();
+    const name = handle.name;
+    await handle.drop();
+    expect(await databases(name)).toEqual([]);
   });
 });
 
