@@ -465,6 +465,12 @@ describe("checkTask's judgement of one path", () => {
     expect(judgePath({ ...clean, finalRow: { ...row, status: "completed" } as Job })).toEqual(['the row changed after the claim was lost: status "processing" -> "completed"']);
     const step = { name: "late", attempt: 1, claimToken: "a" };
     expect(judgePath({ ...clean, fence: { ...clean.fence!, finalSteps: [step] } })).toEqual(["steps were recorded under the lost claim after it was lost: late (at the fence: none)"]);
+    // Several changes and several steps, each named.
+    expect(judgePath({ ...clean, finalRow: { ...row, status: "completed", attempts: 3 } as Job })).toEqual(['the row changed after the claim was lost: status "processing" -> "completed", attempts 2 -> 3']);
+    const early = [{ name: "first", attempt: 1, claimToken: "a" }, { name: "second", attempt: 1, claimToken: "a" }];
+    expect(judgePath({ ...clean, fence: { ...clean.fence!, stepsAtFence: early, finalSteps: [...early, step, { ...step, name: "later" }] } })).toEqual([
+      "steps were recorded under the lost claim after it was lost: first, second, late, later (at the fence: first, second)",
+    ]);
     // A step the new claim recorded is not ours.
     expect(judgePath({ ...clean, fence: { ...clean.fence!, finalSteps: [{ ...step, claimToken: "b" }] } })).toEqual([]);
   });
