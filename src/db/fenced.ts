@@ -1,5 +1,5 @@
 import { InvalidConfigError } from "./errors.ts";
-import type { JobId, JobStatus } from "./job-row.ts";
+import type { ClaimedJob, JobId, JobStatus } from "./job-row.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
@@ -289,6 +289,9 @@ export const renewLeases = fencedWrite<Claim & { leaseMs: number }>(
   update((_, col) => `lock_until = clock_timestamp() + ${col("lease_ms")} * interval '1 millisecond', updated_at = now()`),
   checkLease,
 );
+
+/** A claimed job as renewLeases takes it: its claim and its own lease. */
+export const leaseOf = (job: ClaimedJob): Claim & { leaseMs: number } => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs });
 
 /**
  * Gives jobs back without charging the attempt (a shutdown is not the job's failure): pending

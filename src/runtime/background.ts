@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect";
 import {
   beat,
   deleteFinishedJobs,
+  leaseOf,
   renewLeases,
   runSchedules,
   sendWakeProbe,
@@ -67,7 +68,7 @@ export const backgroundLoops = (deps: BackgroundDeps): Effect.Effect<void> => {
 const renewal = ({ pool, held, metrics, statements }: BackgroundDeps): Effect.Effect<void, unknown> =>
   attempt(() =>
     held.renewRound((jobs) =>
-      metrics.timed("renew", () => renewLeases(pool, jobs.map((job) => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs })), statements)),
+      metrics.timed("renew", () => renewLeases(pool, jobs.map(leaseOf), statements)),
     ),
   ).pipe(Effect.tapError((error) => Effect.sync(() => held.renewalFailed(error))));
 

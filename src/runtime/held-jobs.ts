@@ -302,6 +302,7 @@ export class HeldJobs {
     for (const entry of entries) this.reconfirming.add(entry);
     const sentAt = performance.now();
     const settled = (results: readonly FencedResult[] | undefined, error?: unknown) => {
+      for (const entry of entries) this.reconfirming.delete(entry);
       if (results !== undefined) this.renewed(entries, results, sentAt);
       else this.renewalFailed(error);
       this.logger.info(
@@ -322,8 +323,9 @@ export class HeldJobs {
         else if (outcome === "busy" && !again) busy.push(entry);
         else unconfirmed.push(entry);
       });
-      for (const entry of entries) if (!busy.includes(entry)) this.reconfirming.delete(entry);
       this.interrupt(unconfirmed, now);
+      // Left alone by the watch until they are asked again.
+      for (const entry of busy) this.reconfirming.add(entry);
       if (busy.length > 0) void (this.roundInFlight ?? Promise.resolve()).then(() => this.reconfirm(busy, true));
     };
     this.options.reconfirm!(entries.map(({ job }) => job)).then(

@@ -18,6 +18,7 @@ import {
   probeConnection,
   queueDepth,
   removeWorker,
+  leaseOf,
   renewLeases,
   type ClaimedJob,
   type HeldJobView,
@@ -192,7 +193,7 @@ export class Supervisor {
       // After a blocked event loop: the claims renewed at once, in one statement bounded by the
       // shortest of their leases' margins (it must answer before another worker may act on them).
       reconfirm: (jobs) =>
-        renewLeases(this.pool!, jobs.map((job) => ({ id: job.id, token: job.claimToken, leaseMs: job.leaseMs })), {
+        renewLeases(this.pool!, jobs.map(leaseOf), {
           ...this.statements,
           timeoutMs: Math.max(1, Math.min(this.config.statementTimeoutMs, ...jobs.map((job) => leaseMarginMs(job.leaseMs)))),
         }),
