@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { cancelJob, enqueueJob, InvalidConfigError, migrate } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
-import { runUntilIdle } from "../src/testing/run-jobs.ts";
+import { runUntilIdle, TestRuntime } from "../src/testing/run-jobs.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { rejectionOf } from "./support/errors.ts";
 import { captureLogs } from "./support/worker.ts";
@@ -132,5 +132,33 @@ describe("runUntilIdle", () => {
       expect(error).toBeInstanceOf(InvalidConfigError);
       expect((error as Error).message).toBe(`picket/testing: runUntilIdle's maxJobs must be an integer ≥ 1 (got ${maxJobs}).`);
     }
+  });
+
+  it("sends an event to a job only while it runs here, and says whether one took it", async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const task = defineTask({
+      name: "run-send",
+      handler: async () => {
+        started();
+        await released;
+        return "done";
+      },
+    });
+    await enqueueJob(db.pool, { type: "run-send" });
+    const runtime = new TestRuntime({ db: db.pool, tasks: [task] });
+    const job = await runtime.claimOne();
+    expect(job).not.toBeNull();
+    const run = runtime.run(job!);
+    await running;
+    // An event the running job ignores but for noting it: the send reached a machine.
+    expect(runtime.send(job!.id, { type: "STEP_RECORDED", name: "noted" })).toBe(true);
+    release();
+    expect(await run).toEqual(expect.objectContaining({ outcome: "completed" }));
+    // The run ended: its machine is gone from the runtime, and nothing takes the event.
+    expect(runtime.send(job!.id, { type: "CANCEL" })).toBe(false);
+    expect(runtime.send(-1 as never, { type: "CANCEL" })).toBe(false);
   });
 });

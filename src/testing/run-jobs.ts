@@ -76,7 +76,9 @@ export class TestRuntime {
   constructor(options: TestRuntimeOptions) {
     this.options = options;
     this.tasks = new Map(options.tasks.map((task) => [task.name, task]));
-    const send = (job: ClaimedJob, event: JobMachineEvent) => this.handles.get(job.id)?.send(event);
+    const send = (job: ClaimedJob, event: JobMachineEvent) => {
+      this.send(job.id, event);
+    };
     this.runtime = createJobRuntime({
       db: options.db,
       statements: { schema: options.schema ?? DEFAULT_SCHEMA },
@@ -113,9 +115,12 @@ export class TestRuntime {
     });
   }
 
-  /** Sends an event to a running job's machine (as the supervisor would). */
-  send(id: JobId, event: JobMachineEvent): void {
-    this.handles.get(id)?.send(event);
+  /** Sends an event to a running job's machine (as the supervisor would); false when that job is not running here. */
+  send(id: JobId, event: JobMachineEvent): boolean {
+    const handle = this.handles.get(id);
+    if (handle === undefined) return false;
+    handle.send(event);
+    return true;
   }
 
   /** Claims one due job of the tasks, or null when none is due. */
