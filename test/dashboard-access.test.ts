@@ -183,4 +183,75 @@ describe("the live stream", () => {
       expect(stream.body).toMatch(/^event: snapshot\ndata: \{/);
     }
   });
+
+  /** A page's stream, read on in the background: how many snapshots it has been sent. */
+  const viewer = async (port: number) => {
+    const response = await fetch(`http://127.0.0.1:${port}/api/events`);
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    const seen = { snapshots: 0, firstAt: 0 };
+    void (async () => {
+      let text = "";
+      for (;;) {
+        const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
+        if (done) return;
+        text += decoder.decode(value, { stream: true });
+        const events = text.split("\n\n");
+        text = events.pop()!;
+        for (const event of events) {
+          if (!event.startsWith("event: snapshot\n")) continue;
+          if (seen.snapshots === 0) seen.firstAt = Date.now();
+          seen.snapshots += 1;
+        }
+      }
+    })();
+    return { seen, close: () => reader.cancel() };
+  };
+
+  /** A db that counts the snapshot's reads (one of its statements, run once per snapshot). */
+  const countingReads = () => {
+    const counter = { reads: 0 };
+    const counted: Queryable = {
+      query: (config) => {
+        if (typeof config === "object" && config.text.includes("last_error IS NOT NULL ORDER BY updated_at DESC")) counter.reads += 1;
+        return db.pool.query(config);
+      },
+    };
+    return { counter, db: counted };
+  };
+
+  it("reads the snapshot once per interval for all the pages open, and sends it to each of them", async () => {
+    const { counter, db: counted } = countingReads();
+    const port = await dashboard({ db: counted });
+    const viewers = await Promise.all(Array.from({ length: 10 }, () => viewer(port)));
+    await expect.poll(() => Math.min(...viewers.map((v) => v.seen.snapshots)), { timeout: 10_000 }).toBeGreaterThan(0);
+    const readsBefore = counter.reads;
+    const sentBefore = viewers.map((v) => v.seen.snapshots);
+    // Each page is sent a snapshot every interval (100 ms here)...
+    await expect.poll(() => Math.min(...viewers.map((v, i) => v.seen.snapshots - sentBefore[i]!)), { timeout: 10_000 }).toBeGreaterThanOrEqual(5);
+    const sent = viewers.reduce((sum, v, i) => sum + v.seen.snapshots - sentBefore[i]!, 0);
+    const reads = counter.reads - readsBefore;
+    // ...and the database is read for all ten at once: a read per page made as many reads as sends.
+    expect(reads).toBeGreaterThan(0);
+    expect(reads).toBeLessThan(sent / 3);
+    await Promise.all(viewers.map((v) => v.close()));
+  });
+
+  it("sends a page opened between two reads the last snapshot at once, and goes on for pages opened and closed", async () => {
+    // A long interval: a page that waited for the next read would wait ten seconds.
+    const port = await dashboard({ intervalMs: 10_000 });
+    const first = await viewer(port);
+    await expect.poll(() => first.seen.snapshots, { timeout: 10_000 }).toBe(1);
+    // Ten reloads: each new page shows the picture at once, while the pages before it close.
+    let previous = first;
+    for (let reload = 0; reload < 10; reload++) {
+      const openedAt = Date.now();
+      const page = await viewer(port);
+      await expect.poll(() => page.seen.snapshots, { timeout: 5_000 }).toBe(1);
+      expect(page.seen.firstAt - openedAt).toBeLessThan(5_000);
+      await previous.close();
+      previous = page;
+    }
+    await previous.close();
+  });
 });

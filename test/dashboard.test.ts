@@ -140,6 +140,45 @@ describe("the dashboard in a browser", () => {
   });
 });
 
+describe("the dashboard's live stream in a browser", () => {
+  it("fills every panel again after each reload, and for a second page open beside the first", async () => {
+    const idle = defineTask({ name: "reloaded", handler: async () => undefined });
+    await enqueueJob(db.pool, { type: "reloaded", runAt: new Date(Date.now() + 3_600_000) });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [idle], heartbeatIntervalMs: 100, workerId: "w-reload" });
+    const served = await dashboard();
+    const first = await browser.newPage();
+    const second = await browser.newPage();
+    /** The page shows the worker and the queue, and says it is live. */
+    const showsAll = async (page: typeof first) => {
+      await page.locator('[data-testid="worker"][data-worker-id="w-reload"]').waitFor({ timeout: 10_000 });
+      await expect.poll(() => page.locator('[data-task="reloaded"] [data-col="scheduled"]').textContent(), { timeout: 10_000 }).toBe("1");
+      await expect.poll(() => page.locator("#status").textContent(), { timeout: 10_000 }).toMatch(/^live · /);
+    };
+    try {
+      await first.goto(served.url);
+      await showsAll(first);
+      // A reload opens a new stream while the old one may not be closed yet: it was the first
+      // stream's generator, shared by every request, so the page after a reload stayed empty.
+      for (let reload = 0; reload < 3; reload++) {
+        await first.reload();
+        await showsAll(first);
+      }
+      await second.goto(served.url);
+      await showsAll(second);
+      // Both stay live: the later snapshots reach each of them.
+      const stamp = await first.locator("#status").textContent();
+      await expect.poll(() => first.locator("#status").textContent(), { timeout: 10_000 }).not.toBe(stamp);
+      const stampSecond = await second.locator("#status").textContent();
+      await expect.poll(() => second.locator("#status").textContent(), { timeout: 10_000 }).not.toBe(stampSecond);
+    } finally {
+      await first.close();
+      await second.close();
+      await served.stop();
+      await supervisor.stop();
+    }
+  });
+});
+
 describe("the dashboard's HTTP side", () => {
   it("refuses write actions without a token configured, or with a wrong one, and writes nothing", async () => {
     const job = await enqueueJob(db.pool, { type: "not-run" });

@@ -15,6 +15,7 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http";
 import { cancelJob, dashboardSnapshot, getJob, isJobId, jobSteps, retryDeadJob, type AdminOptions, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
 import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.ts";
 import { serveFetchHandler } from "../runtime/serve-fetch.ts";
+import { LiveFeed } from "./live-feed.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
 
 export interface DashboardOptions {
@@ -65,8 +66,6 @@ const sameToken = (given: string, expected: string): boolean => {
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);
 };
-
-const encoder = new TextEncoder();
 
 /** The token an `Authorization: Bearer <token>` header carries, if any. */
 const bearerToken = (request: HttpServerRequest.HttpServerRequest): string | undefined => /^Bearer (.+)$/.exec(request.headers["authorization"] ?? "")?.[1];
@@ -120,20 +119,16 @@ export const dashboardRoutes = (options: DashboardOptions) => {
   const intervalMs = options.intervalMs ?? 1_000;
   const snapshot = () => dashboardSnapshot(db, statements);
 
-  // One snapshot per interval while the page is open; a failed one is sent as an error event, and
-  // the stream goes on (the database may come back).
-  async function* events(): AsyncGenerator<Uint8Array> {
-    for (;;) {
-      let message: string;
-      try {
-        message = `event: snapshot\ndata: ${JSON.stringify(await snapshot())}\n\n`;
-      } catch (error) {
-        message = `event: failure\ndata: ${JSON.stringify({ error: error instanceof Error ? error.message : String(error) })}\n\n`;
-      }
-      yield encoder.encode(message);
-      await new Promise((resolve) => setTimeout(resolve, intervalMs));
-    }
-  }
+  // One snapshot per interval while any page is open, whatever their number; a failed one is sent
+  // as an error event, and the stream goes on (the database may come back).
+  const feed = new LiveFeed(
+    () =>
+      snapshot().then(
+        (body) => `event: snapshot\ndata: ${JSON.stringify(body)}\n\n`,
+        (error: unknown) => `event: failure\ndata: ${JSON.stringify({ error: error instanceof Error ? error.message : String(error) })}\n\n`,
+      ),
+    intervalMs,
+  );
 
   // The job's history names the dashboard as who asked: its token is shared, so it cannot say which person.
   const admin = (action: (db: Queryable, id: string, options: AdminOptions) => Promise<AdminResult>) =>
@@ -166,7 +161,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       guarded(
         Effect.sync(() =>
           HttpServerResponse.stream(
-            Stream.fromAsyncIterable(events(), (error) => error),
+            Stream.fromAsyncIterable({ [Symbol.asyncIterator]: () => feed.open() }, (error) => error),
             { contentType: "text/event-stream", headers: { "cache-control": "no-cache" } },
           ),
         ),
