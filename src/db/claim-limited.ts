@@ -44,11 +44,24 @@ export interface LimitedClaimedJob extends ClaimedJob {
   queue: string | null;
 }
 
-const ARGS = "$1::text, $2::text[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[], $9::int[], $10::int[], $11::text[], $12::int[], $13::int, $14::int, $15::uuid[]";
+// Pauses (0012) reach the function as the worker's own settings would: a paused task's budget is
+// 0 (its jobs are not taken, and a queue whose head is one of them waits, in order), and a paused
+// queue's concurrency is 0 (array_position finds the paused names first). Read in the calling
+// statement's snapshot, as the fast claim reads them: a claim that began before a pause committed
+// may still take jobs.
+const ARGS = (schema: string) => `$1::text, $2::text[],
+  ARRAY(SELECT CASE WHEN paused.name IS NULL THEN w.lim ELSE 0 END
+        FROM unnest($2::text[], $3::int[]) WITH ORDINALITY AS w(type, lim, ord)
+        LEFT JOIN ${schema}.paused AS paused ON paused.kind = 'task' AND paused.name = w.type
+        ORDER BY w.ord),
+  $4::int[], $5::int[], $6::int[], $7::int[], $8::int[], $9::int[], $10::int[],
+  ARRAY(SELECT name FROM ${schema}.paused WHERE kind = 'queue' ORDER BY name) || $11::text[],
+  ARRAY(SELECT 0 FROM ${schema}.paused WHERE kind = 'queue' ORDER BY name) || $12::int[],
+  $13::int, $14::int, $15::uuid[]`;
 const OUTPUT = `o_id AS id, o_type AS type, o_payload AS payload, o_attempts AS attempts, o_max_attempts AS "maxAttempts",
          o_created_at AS "createdAt", o_claim_token AS "claimToken", o_lease_ms AS "leaseMs", o_ready_ms AS "readyMs", o_queue AS queue`;
-const claimLimitedSql = perSchema((schema) => `SELECT ${OUTPUT} FROM ${schema}.claim_limited(${ARGS})`);
-const tryClaimLimitedSql = perSchema((schema) => `SELECT o_busy AS busy, ${OUTPUT} FROM ${schema}.try_claim_limited(${ARGS})`);
+const claimLimitedSql = perSchema((schema) => `SELECT ${OUTPUT} FROM ${schema}.claim_limited(${ARGS(schema)})`);
+const tryClaimLimitedSql = perSchema((schema) => `SELECT o_busy AS busy, ${OUTPUT} FROM ${schema}.try_claim_limited(${ARGS(schema)})`);
 
 const MAX_INT = 2_147_483_647;
 

@@ -33,8 +33,8 @@ export interface ClaimWant {
 // job that did not set its own max_attempts gets the claiming worker's task's (0007). Jobs that
 // name a queue are never taken here (`q.queue IS NULL`, which jobs_claim_idx's predicate
 // matches), nor are the types of limited tasks (the worker leaves them out of `wants`): both go
-// through claimLimited. The lease runs from the moment the row is written (clock_timestamp()), as
-// a renewal's does.
+// through claimLimited. A paused task (0012) is left out of the wanted types. The lease runs from
+// the moment the row is written (clock_timestamp()), as a renewal's does.
 //
 // Invariant 14: the plan never depends on statistics. The rows are reached only through the
 // LATERAL probe of the claim index and `j.id = ANY (...)` on the primary key; nothing joins the
@@ -58,6 +58,7 @@ const claimSql = perSchema(
   (schema) => `
   WITH wanted AS (
     SELECT * FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS w(type, lim, ord)
+    WHERE NOT EXISTS (SELECT FROM ${schema}.paused AS paused WHERE paused.kind = 'task' AND paused.name = w.type)
   ), candidates AS (
     SELECT p.id, w.ord, row_number() OVER (PARTITION BY w.ord ORDER BY p.priority DESC, p.run_at, p.id) AS turn
     FROM wanted AS w

@@ -12,6 +12,7 @@ export * from "./job-row.ts";
 export * from "./job-spec.ts";
 export * from "./migrate.ts";
 export * from "./notify.ts";
+export * from "./paused.ts";
 export * from "./pool.ts";
 export type { Queryable, StatementOptions } from "./queryable.ts";
 export * from "./retention.ts";
