@@ -4,7 +4,7 @@
 // this file's own database; it must be installed (test/support/pgbouncer.ts says how), never skipped.
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimJobs, DatabaseUnreachableError, enqueueJob, enqueueJobs, migrate, openPool, readMigrations, StatementTimeoutError } from "../src/db/index.ts";
+import { claimJobs, DatabaseUnreachableError, enqueueJob, enqueueJobs, migrate, openPool, pauseClaims, readMigrations, resumeClaims, StatementTimeoutError } from "../src/db/index.ts";
 import { createSupervisor } from "../src/runtime/supervisor.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -146,6 +146,28 @@ describe("through PgBouncer in transaction mode", () => {
     await supervisor.stop();
     expect(deafWarnings(logs)).toEqual([]);
     expect(trouble(logs)).toEqual([]);
+  });
+
+  it("keeps to a pause made through PgBouncer: the worker's claims through it take none of the paused task's jobs until the resume wakes it", async () => {
+    const ran: string[] = [];
+    const paused = defineTask({ name: "pgb-paused", handler: async (_p, { job }) => void ran.push(job.id) });
+    const other = defineTask({ name: "pgb-unpaused", handler: async (_p, { job }) => void ran.push(job.id) });
+    const { supervisor, logs } = await startWorker({ connectionString: bouncer.url, transactionPooling: true, listenConnectionString: db.url, pollIntervalMs: 60_000, tasks: [paused, other] });
+    try {
+      await expect.poll(() => logs.some((l) => l.msg === "listening for new jobs"), { timeout: 8_000 }).toBe(true);
+      const through = { preparedStatements: false };
+      expect((await pauseClaims(bounced, { task: "pgb-paused" }, through)).outcome).toBe("applied");
+      const held = await enqueueJob(bounced, { type: "pgb-paused" }, through);
+      // Enqueued after it, run: the worker claimed since the paused job's wake-up, and left it.
+      const marker = await enqueueJob(bounced, { type: "pgb-unpaused" }, through);
+      await expect.poll(() => ran, { timeout: 5_000 }).toEqual([marker.id]);
+      expect(await count("SELECT count(*)::int AS n FROM picket.jobs WHERE id = $1 AND status = 'pending'", [held.id])).toBe(1);
+      expect((await resumeClaims(bounced, { task: "pgb-paused" }, through)).outcome).toBe("applied");
+      await expect.poll(() => ran, { timeout: 5_000 }).toEqual([marker.id, held.id]);
+      expect(trouble(logs)).toEqual([]);
+    } finally {
+      await supervisor.stop();
+    }
   });
 
   it("with PgBouncer only (LISTEN through it too), warns that LISTEN hears nothing and completes every job by polling", async () => {

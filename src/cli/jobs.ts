@@ -1,25 +1,10 @@
-import { hostname, userInfo } from "node:os";
 import type { Command } from "commander";
 import { cancelJob, getJob, jobSteps, listJobs, retryDeadJob, type AdminResult, type Job, type JobStatus } from "../db/index.ts";
-import { integerOption, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
+import { byOption, integerOption, operator, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 /** A job not found may have completed: a worker deletes completed jobs unless it keeps them. */
 const missing = (id: string) =>
   `job ${id} does not exist (never enqueued, or completed: workers delete completed jobs unless keepCompleted; or removed by retention)`;
-
-/** The OS user running the command; a uid without a passwd entry (containers) has no name to read. */
-const osUser = (): string => {
-  try {
-    return userInfo().username;
-  } catch {
-    return process.env["USER"] ?? process.env["LOGNAME"] ?? `uid ${process.getuid?.() ?? "unknown"}`;
-  }
-};
-
-/** Who a retry or cancel names in the job's history: --by, else the OS user at this host. */
-const operator = (by: string | undefined): string => by ?? `${osUser()}@${hostname()}`.slice(0, 200);
-
-const byOption = ["--by <name>", "who the job's history names as asking (default: your OS user@host)"] as const;
 
 const report = (action: string, id: string, result: AdminResult, wanted: string): void => {
   if (result.outcome === "applied") {

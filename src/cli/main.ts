@@ -11,6 +11,7 @@ import { machinesCommand } from "./machines.ts";
 import { dashboardCommand } from "./dashboard.ts";
 import { dbCommand } from "./db.ts";
 import { migrateCommand } from "./migrate.ts";
+import { queuesCommand } from "./queues.ts";
 import { schedulesCommand } from "./schedules.ts";
 import { statsCommand } from "./stats.ts";
 import { workerCommand } from "./worker.ts";
@@ -31,6 +32,7 @@ migrateCommand(program);
 machinesCommand(program);
 dashboardCommand(program);
 schedulesCommand(program);
+queuesCommand(program);
 dbCommand(program);
 
 try {

@@ -1,4 +1,5 @@
 // Options every command shares, and running a command against a pool it opens and closes.
+import { hostname, userInfo } from "node:os";
 import type { Command } from "commander";
 import type pg from "pg";
 import { checkSchemaName, isMissingPicketSchema, openPool, SchemaNotSetUpError, type StatementOptions } from "../db/index.ts";
@@ -70,3 +71,17 @@ export const portOption = (name: string) => (value: string): number => {
   if (!Number.isInteger(n) || n < 1 || n > 65_535) throw new Error(`${name} must be a port number from 1 to 65535 (got "${value}")`);
   return n;
 };
+
+/** The OS user running the command; a uid without a passwd entry (containers) has no name to read. */
+const osUser = (): string => {
+  try {
+    return userInfo().username;
+  } catch {
+    return process.env["USER"] ?? process.env["LOGNAME"] ?? `uid ${process.getuid?.() ?? "unknown"}`;
+  }
+};
+
+/** Who an operator action (retry, cancel, pause) names: --by, else the OS user at this host. */
+export const operator = (by: string | undefined): string => by ?? `${osUser()}@${hostname()}`.slice(0, 200);
+
+export const byOption = ["--by <name>", "who the record names as asking (default: your OS user@host)"] as const;
