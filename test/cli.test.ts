@@ -96,6 +96,18 @@ describe("picket CLI", () => {
     const retry = await picket(["jobs", "retry", job.id], env);
     expect(retry).toMatchObject({ code: 1, stderr: `picket: job ${job.id} is cancelled; only dead jobs can be retried\n` });
     expect(await picket(["jobs", "cancel", job.id], env)).toMatchObject({ code: 1, stderr: `picket: job ${job.id} is cancelled; only pending or processing jobs can be cancelled\n` });
+    // A finished job can be deleted; then it is gone.
+    expect(await picket(["jobs", "delete", job.id], env)).toMatchObject({ code: 0, stdout: `job ${job.id} deleted\n` });
+    expect(await picket(["jobs", "delete", job.id], env)).toMatchObject({ code: 1, stderr: expect.stringMatching(new RegExp(`^picket: job ${job.id} does not exist `)) });
+  }, 60_000);
+
+  it("makes a delayed job due now, recording who asked, and refuses a job that is not pending", async () => {
+    const env = { env: { DATABASE_URL: db.url } };
+    const job = JSON.parse((await picket(["enqueue", "cli-later", "{}", "--delay", "3600000"], env)).stdout);
+    expect(await picket(["jobs", "run-now", job.id, "--by", "oncall"], env)).toMatchObject({ code: 0, stdout: `job ${job.id} made due now\n` });
+    expect((await db.pool.query("SELECT run_at <= now() AS due, errors -> -1 ->> 'by' AS by FROM picket.jobs WHERE id = $1", [job.id])).rows[0]).toEqual({ due: true, by: "oncall" });
+    await picket(["jobs", "cancel", job.id], env);
+    expect(await picket(["jobs", "run-now", job.id], env)).toMatchObject({ code: 1, stderr: `picket: job ${job.id} is cancelled; only pending jobs can be made due now\n` });
   }, 60_000);
 
   it("cancels a running job, and shows a job with its recorded steps", async () => {

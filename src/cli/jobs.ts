@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { cancelJob, getJob, jobSteps, listJobs, retryDeadJob, type AdminResult, type Job, type JobStatus } from "../db/index.ts";
+import { cancelJob, deleteFinishedJob, getJob, jobSteps, listJobs, retryDeadJob, runJobNow, type AdminResult, type Job, type JobStatus } from "../db/index.ts";
 import { byOption, integerOption, operator, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 /** A job not found may have completed: a worker deletes completed jobs unless it keeps them. */
@@ -56,6 +56,14 @@ export const jobsCommand = (program: Command): void => {
   ).action(
     async (id: string, options: DatabaseOptions & { by?: string }) =>
       report("cancelled", id, await withPool(options, (pool) => cancelJob(pool, id, { ...statementOptions(options), by: operator(options.by) })), "pending or processing"),
+  );
+  withDatabaseOptions(jobs.command("run-now").description("make a pending job due at once (a delayed one, or one waiting out a retry's backoff); its history records it").argument("<id>").option(...byOption)).action(
+    async (id: string, options: DatabaseOptions & { by?: string }) =>
+      report("made due now", id, await withPool(options, (pool) => runJobNow(pool, id, { ...statementOptions(options), by: operator(options.by) })), "pending"),
+  );
+  withDatabaseOptions(jobs.command("delete").description("delete a finished job (completed, dead or cancelled) with its recorded steps").argument("<id>")).action(
+    async (id: string, options: DatabaseOptions) =>
+      report("deleted", id, await withPool(options, (pool) => deleteFinishedJob(pool, id, statementOptions(options))), "completed, dead or cancelled"),
   );
 };
 

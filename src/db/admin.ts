@@ -53,6 +53,26 @@ const cancelSql = perSchema(
   LEFT JOIN LATERAL (SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || c.id || ':' || c.claim_token) WHERE c.was = 'processing') AS told ON true`,
 );
 
+// Run now: a pending job waiting for its run_at (delayed, or a retry's backoff) is due at once.
+// A pending job already due stays as it is (the write still records who asked).
+const runNowSql = perSchema(
+  (schema) => `
+  UPDATE ${schema}.jobs AS j
+  SET run_at = least(j.run_at, now()), ${operatorSet(schema, "run_now", "$2::text")}, updated_at = now()
+  WHERE j.id = $1::bigint AND j.status = 'pending'
+  RETURNING ${jobColumns("j")}`,
+);
+
+// Delete takes only a finished job (its steps go with it, ON DELETE CASCADE): a live job is
+// cancelled first, so that its worker is told and its history says so. Who asked is not stored:
+// the row is gone; the caller logs it.
+const deleteFinishedSql = perSchema(
+  (schema) => `
+  DELETE FROM ${schema}.jobs AS j
+  WHERE j.id = $1::bigint AND j.status IN ('completed', 'dead', 'cancelled')
+  RETURNING ${jobColumns("j")}`,
+);
+
 const getJobSql = perSchema((schema) => `SELECT ${jobColumns("j")} FROM ${schema}.jobs AS j WHERE j.id = $1::bigint`);
 
 // The live job holding the dedupe key of job $1 (served by the unique index on live keys).
@@ -74,14 +94,15 @@ const checkId = (id: JobId | number): string => {
   return text;
 };
 
-const adminWrite = (sql: (schema: string) => string) =>
+/** An admin statement on one job: $1 its id, and $2 who asked, when the statement records it. */
+const adminWrite = (sql: (schema: string) => string, recordsWho = true) =>
   async (db: Queryable, id: JobId | number, options: AdminOptions = {}): Promise<AdminResult> => {
     const schema = options.schema ?? DEFAULT_SCHEMA;
     const jobId = checkId(id);
     const by = checkOperatorName(options.by);
     let rows: Job[];
     try {
-      ({ rows } = await runStatement<Job>(db, { text: sql(schema), values: [jobId, by] }, options));
+      ({ rows } = await runStatement<Job>(db, { text: sql(schema), values: recordsWho ? [jobId, by] : [jobId] }, options));
     } catch (error) {
       // Making the job live again collided with the live job that holds its dedupe key.
       if (!isUniqueViolation(error)) throw error;
@@ -110,6 +131,18 @@ export const retryDeadJob = adminWrite(retryDeadSql);
  * job's history gains a "cancel" entry naming `by`.
  */
 export const cancelJob = adminWrite(cancelSql);
+
+/**
+ * A pending job waiting for its run time (delayed, or backing off after a failure) is due at once.
+ * Its history gains a "run_now" entry naming `by`. Any other status: wrong_status.
+ */
+export const runJobNow = adminWrite(runNowSql);
+
+/**
+ * A finished job (completed, dead or cancelled) is deleted with its recorded steps. A live job
+ * is refused (wrong_status): cancel it first.
+ */
+export const deleteFinishedJob = adminWrite(deleteFinishedSql, false);
 
 export const getJob = async (db: Queryable, id: JobId | number, options: StatementOptions = {}): Promise<Job | null> => {
   const { rows } = await runStatement<Job>(db, { text: getJobSql(options.schema ?? DEFAULT_SCHEMA), values: [checkId(id)] }, options);

@@ -20,7 +20,7 @@ export interface ErrorEntry {
 }
 
 /** The operator actions that change a job's course: each is recorded in the job's history. */
-export type OperatorAction = "retry" | "cancel";
+export type OperatorAction = "retry" | "cancel" | "run_now";
 
 /** An operator's action, as the job's history records it: what, when, and who when the caller said. */
 export interface OperatorEntry {
