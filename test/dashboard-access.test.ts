@@ -6,7 +6,8 @@ import { request, type Server } from "node:http";
 import { Effect, Fiber } from "effect";
 import { afterEach, describe, expect, it } from "vitest";
 import { enqueueJob, type Queryable } from "../src/db/index.ts";
-import { createDashboardHandler, hostName, serveDashboard, type DashboardOptions } from "../src/dashboard/server.ts";
+import { hostName } from "../src/dashboard/access.ts";
+import { createDashboardHandler, serveDashboard, type DashboardOptions } from "../src/dashboard/server.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { freePort } from "./support/ports.ts";
 
@@ -95,8 +96,15 @@ describe("reads that need the token", () => {
     for (const path of ["/api/snapshot", "/api/machines", "/api/events", "/api/jobs/1"]) {
       const refused = await get(port, path, { host });
       expect(refused.status).toBe(401);
-      expect(JSON.parse(refused.body).error).toBe("reading this dashboard needs its token (Authorization: Bearer <token>)");
-      expect((await get(port, path, { host, authorization: "Bearer wrong" })).status).toBe(401);
+      expect(JSON.parse(refused.body).error).toBe(
+        "reading this dashboard needs the dashboard's token, and none was sent: type it in the token field at the top of the page (or send Authorization: Bearer <token>)",
+      );
+      // A wrong token is told apart from none: a typo, or another dashboard's token.
+      const wrong = await get(port, path, { host, authorization: "Bearer wrong" });
+      expect(wrong.status).toBe(401);
+      expect(JSON.parse(wrong.body).error).toBe(
+        "the token sent is not this dashboard's token: check the token field at the top of the page (the dashboard's is the value of --token, or PICKET_DASHBOARD_TOKEN)",
+      );
     }
     expect((await get(port, "/api/snapshot", { host, authorization: `Bearer ${TOKEN}` })).status).toBe(200);
     const stream = await get(port, `/api/events?token=${TOKEN}`, { host });

@@ -5,10 +5,12 @@
 // the Host check and the tokens end to end over HTTP; test/dashboard.test.ts the page in a browser.
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { beat, dashboardSnapshot, enqueueJob, enqueueJobs, migrate } from "../src/db/index.ts";
-import { createDashboardHandler, hostName, loopbackHosts, type DashboardOptions } from "../src/dashboard/server.ts";
+import { beat, dashboardSnapshot, enqueueJob, enqueueJobs, listPaused, migrate } from "../src/db/index.ts";
+import { hostName, loopbackHosts } from "../src/dashboard/access.ts";
+import { createDashboardHandler, type DashboardOptions } from "../src/dashboard/server.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { freePort } from "./support/ports.ts";
+import { captureLogs } from "./support/worker.ts";
 
 const db = useTestDatabase();
 const TOKEN = "t0ken";
@@ -70,10 +72,17 @@ describe("the routes", () => {
     const request = mounted({ token: TOKEN, tokenForReads: true });
     expect((await request("/favicon.ico")).status).toBe(204);
     expect((await request("/api/snapshot")).status).toBe(401);
-    for (const action of ["retry", "cancel"]) {
+    for (const action of ["retry", "cancel", "run-now", "delete"]) {
       const refused = await request(`/api/jobs/1/${action}`, { method: "POST" });
       expect(refused.status).toBe(401);
-      expect(await refused.json()).toEqual({ error: "this action needs the dashboard's token (Authorization: Bearer <token>)" });
+      expect(await refused.json()).toEqual({
+        error: `this action (${action}) needs the dashboard's token, and none was sent: type it in the token field at the top of the page (or send Authorization: Bearer <token>)`,
+      });
+    }
+    for (const path of ["/api/pause?queue=q", "/api/resume?task=t"]) {
+      const refused = await request(path, { method: "POST", headers: { authorization: "Bearer not-it" } });
+      expect(refused.status).toBe(401);
+      expect((await refused.json()).error).toMatch(/^the token sent is not this dashboard's token/);
     }
   });
 
@@ -128,6 +137,73 @@ describe("the snapshot's finished jobs", () => {
       "order-b cancelled",
       "order-b dead",
       "order-c completed",
+    ]);
+  });
+});
+
+describe("the write actions", () => {
+  const bearer = { authorization: `Bearer ${TOKEN}` };
+
+  it("say in words what became of the job, name who asked in its history, and log each action", async () => {
+    const logs = captureLogs();
+    const request = mounted({ token: TOKEN, logger: logs.logger });
+    const later = await enqueueJob(db.pool, { type: "dash-words", runAt: new Date(Date.now() + 3_600_000) });
+    const runNow = await request(`/api/jobs/${later.id}/run-now`, { method: "POST", headers: { ...bearer, "x-picket-by": encodeURIComponent("Zoë on call") } });
+    expect(runNow.status).toBe(200);
+    expect(await runNow.json()).toMatchObject({ outcome: "applied", message: `job ${later.id} is due now: the next free worker takes it` });
+    expect((await db.pool.query("SELECT errors -> -1 ->> 'by' AS by FROM picket.jobs WHERE id = $1", [later.id])).rows[0].by).toBe("dashboard: Zoë on call");
+    // A cancel that lost the race to the job's end: why nothing was done, not wrong_status.
+    await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() WHERE id = $1", [later.id]);
+    const lost = await request(`/api/jobs/${later.id}/cancel`, { method: "POST", headers: bearer });
+    expect(lost.status).toBe(409);
+    expect(await lost.json()).toEqual({
+      outcome: "wrong_status",
+      status: "completed",
+      message: `job ${later.id} is already completed, so nothing was done: only a pending or running job can be cancelled`,
+    });
+    const deleted = await request(`/api/jobs/${later.id}/delete`, { method: "POST", headers: bearer });
+    expect((await deleted.json()).message).toBe(`job ${later.id} is deleted, with its recorded steps`);
+    const gone = await request(`/api/jobs/${later.id}/retry`, { method: "POST", headers: bearer });
+    expect(gone.status).toBe(409);
+    expect((await gone.json()).message).toBe(`job ${later.id} no longer exists (workers delete completed jobs unless they keep them, and retention removes old ones): nothing was done`);
+    expect(logs.lines.filter((l) => l.msg === "dashboard action").map((l) => [l.action, l.on, l.by, l.outcome])).toEqual([
+      ["run-now", `job ${later.id}`, "dashboard: Zoë on call", "applied"],
+      ["cancel", `job ${later.id}`, "dashboard", "wrong_status"],
+      ["delete", `job ${later.id}`, "dashboard", "applied"],
+      ["retry", `job ${later.id}`, "dashboard", "not_found"],
+    ]);
+  });
+
+  it("pause and resume a queue or a task, refusing a request that names neither or a name no job could have", async () => {
+    const logs = captureLogs();
+    const request = mounted({ token: TOKEN, logger: logs.logger });
+    const paused = await request(`/api/pause?queue=${encodeURIComponent("mail/eu")}`, { method: "POST", headers: bearer });
+    expect(paused.status).toBe(200);
+    expect(await paused.json()).toMatchObject({ outcome: "applied", message: "queue mail/eu paused: no worker claims its jobs until it is resumed (running jobs finish)" });
+    expect(await listPaused(db.pool)).toEqual([expect.objectContaining({ kind: "queue", name: "mail/eu", pausedBy: "dashboard" })]);
+    const again = await request(`/api/pause?queue=${encodeURIComponent("mail/eu")}`, { method: "POST", headers: bearer });
+    expect(again.status).toBe(409);
+    expect((await again.json()).message).toMatch(/^queue mail\/eu was already paused, since \S+Z by dashboard$/);
+    expect((await (await request("/api/resume?queue=mail%2Feu", { method: "POST", headers: bearer })).json()).message).toBe("queue mail/eu resumed: workers claim its jobs again");
+    expect((await (await request("/api/resume?task=dash-t", { method: "POST", headers: bearer })).json()).message).toBe("task dash-t was not paused: nothing changed");
+    for (const [path, error] of [
+      ["/api/pause", "say what to pause: ?queue=<name> or ?task=<name>, one of them"],
+      ["/api/pause?queue=a&task=b", "say what to pause: ?queue=<name> or ?task=<name>, one of them"],
+      ["/api/resume?task=has%20space", 'picket: paused task type "has space" may contain only letters, digits and _ . : / - (no spaces).'],
+    ] as const) {
+      const refused = await request(path, { method: "POST", headers: bearer });
+      expect(refused.status, path).toBe(400);
+      expect((await refused.json()).error, path).toBe(error);
+    }
+    const badName = await request("/api/pause?task=t", { method: "POST", headers: { ...bearer, "x-picket-by": "%E0%A4%A" } });
+    expect(badName.status).toBe(400);
+    expect((await badName.json()).error).toBe('x-picket-by must be a URI-encoded name (got "%E0%A4%A")');
+    expect(await listPaused(db.pool)).toEqual([]);
+    expect(logs.lines.filter((l) => l.msg === "dashboard action").map((l) => [l.action, l.on, l.outcome])).toEqual([
+      ["pause", "queue mail/eu", "applied"],
+      ["pause", "queue mail/eu", "already_paused"],
+      ["resume", "queue mail/eu", "applied"],
+      ["resume", "task dash-t", "not_paused"],
     ]);
   });
 });

@@ -99,12 +99,23 @@ describe("the dashboard in a browser", () => {
       const deadRow = page.locator(`[data-testid="retry-row"][data-job-id="${dead.id}"]`);
       await deadRow.waitFor({ timeout: 5_000 });
       expect(await deadRow.textContent()).toContain("permanent: the card was declined");
+      // Each action asks first; keeping things as they are (Escape) does nothing.
       await deadRow.locator("button").click();
-      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toMatch(/needs the dashboard's token/);
+      await expect.poll(() => page.locator("#confirm-text").textContent(), { timeout: 5_000 }).toBe(`Retry job ${dead.id}? It runs again with a fresh set of attempts; its history is kept.`);
+      await page.keyboard.press("Escape");
+      await expect.poll(() => page.locator("#confirm").evaluate((d) => (d as HTMLDialogElement).open)).toBe(false);
+      expect(await page.locator("#action").textContent()).toBe("");
+      await deadRow.locator("button").click();
+      await page.locator("#confirm-go").click();
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toMatch(/^this action \(retry\) needs the dashboard's token, and none was sent/);
       expect(await row(db.pool, dead.id)).toMatchObject({ status: "dead", attempts: 1 });
       await page.fill("#token", TOKEN);
+      await page.fill("#by", "Ana");
+      await page.locator("#by").dispatchEvent("change");
       await deadRow.locator("button").click();
-      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`retry job ${dead.id}: applied`);
+      // The confirming button has the focus: Enter confirms.
+      await page.keyboard.press("Enter");
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`job ${dead.id} will run again, with fresh attempts`);
       // Run again by the worker: the retry, then a second attempt, failed again, in the row's history.
       await expect.poll(async () => (await row(db.pool, dead.id)).errors.length, { timeout: 10_000 }).toBe(3);
       // A job's history: status, attempts, each error with its stack, numbered across the retry, which has its own line.
@@ -118,14 +129,17 @@ describe("the dashboard in a browser", () => {
         expect.stringMatching(new RegExp(`^attempt 1 · ${stamp}$`)),
         expect.stringMatching(new RegExp(`^attempt 2 · ${stamp}$`)),
       ]);
-      expect(await detail.locator('[data-testid="history-operator"]').allTextContents()).toEqual([expect.stringMatching(new RegExp(`^retried by dashboard · ${stamp}$`))]);
+      expect(await detail.locator('[data-testid="history-operator"]').allTextContents()).toEqual([expect.stringMatching(new RegExp(`^retried by dashboard: Ana · ${stamp}$`))]);
+      // Dead again: its page offers retry and delete, nothing else.
+      expect(await page.locator('[data-testid="detail-actions"] button').allTextContents()).toEqual(["retry", "delete"]);
       if (process.env.PICKET_SCREENSHOTS === "1") await page.screenshot({ path: "docs/dashboard.png", fullPage: true });
       // A running job's history shows its recorded step; its cancel button stops it.
       await expect.poll(async () => (await jobSteps(db.pool, stepped.id)).length, { timeout: 5_000 }).toBe(1);
       await page.locator(`a.job[data-open="${stepped.id}"]`).first().click();
       await expect.poll(() => page.locator('[data-testid="step"]').textContent(), { timeout: 5_000 }).toMatch(/fetched.*attempt 1.*\{"rows":3\}/s);
       await page.locator(`#detail-body button[data-action="cancel"][data-id="${stepped.id}"]`).click();
-      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`cancel job ${stepped.id}: applied`);
+      await page.locator("#confirm-go").click();
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`job ${stepped.id} is cancelled (if it was running, its handler is being stopped)`);
       await expect.poll(async () => (await row(db.pool, stepped.id)).status, { timeout: 5_000 }).toBe("cancelled");
       await expect.poll(() => worker.locator(`[data-testid="job"][data-job-id="${stepped.id}"]`).count(), { timeout: 5_000 }).toBe(0);
       // The held job finishes: it leaves the worker's list.
@@ -175,6 +189,100 @@ describe("the dashboard's live stream in a browser", () => {
       await second.close();
       await served.stop();
       await supervisor.stop();
+    }
+  });
+});
+
+describe("the console's actions in a browser", () => {
+  it("shows a job's payload and key, pauses and resumes a queue and a task for two workers, each action confirmed and answered in words", async () => {
+    const ran: string[] = [];
+    const mail = defineTask({ name: "console-mail", handler: async (_p, { job }) => void ran.push(job.id) });
+    const report = defineTask({ name: "console-report", handler: async (_p, { job }) => void ran.push(job.id) });
+    const workers = await Promise.all(
+      ["w-console-1", "w-console-2"].map((workerId) => startWorker({ connectionString: db.url, tasks: [mail, report], heartbeatIntervalMs: 100, workerId, pollIntervalMs: 60_000 })),
+    );
+    const served = await dashboard(TOKEN);
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const confirm = async (question: RegExp) => {
+      await expect.poll(() => page.locator("#confirm-text").textContent(), { timeout: 5_000 }).toMatch(question);
+      await page.locator("#confirm-go").click();
+    };
+    try {
+      await page.goto(served.url);
+      await page.fill("#token", TOKEN);
+      await page.locator("#token").dispatchEvent("change");
+      // A job's page shows its payload and its key.
+      const keyed = await enqueueJob(db.pool, { type: "console-unrun", key: "invoice-7", payload: { invoice: 7, lines: ["a"] }, runAt: new Date(Date.now() + 3_600_000) });
+      await page.evaluate((id) => (window as unknown as { openJob: (id: string) => Promise<void> }).openJob(id), keyed.id);
+      const detail = page.locator('[data-testid="detail"]');
+      await detail.waitFor({ timeout: 5_000 });
+      expect(await detail.locator("tr", { hasText: /^key/ }).textContent()).toBe("keyinvoice-7");
+      expect(JSON.parse((await page.locator('[data-testid="payload"]').textContent())!)).toEqual({ invoice: 7, lines: ["a"] });
+      expect(await page.locator('[data-testid="detail-actions"] button').allTextContents()).toEqual(["run now", "cancel"]);
+
+      // A queue with a job in it, paused from its row.
+      const first = await enqueueJob(db.pool, { type: "console-mail", queue: "outbox" });
+      await expect.poll(() => ran, { timeout: 10_000 }).toContain(first.id);
+      const held = await enqueueJob(db.pool, { type: "console-mail", queue: "outbox", runAt: new Date(Date.now() + 3_600_000) });
+      const queueRow = page.locator('[data-queue="outbox"]');
+      await queueRow.waitFor({ timeout: 10_000 });
+      await queueRow.locator("button[data-pause]").click();
+      await confirm(/^Pause queue outbox\? No worker claims its jobs until it is resumed; running jobs finish\.$/);
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe("queue outbox paused: no worker claims its jobs until it is resumed (running jobs finish)");
+      await expect.poll(() => queueRow.locator('[data-col="state"]').textContent(), { timeout: 5_000 }).toBe("paused by dashboard");
+      // Due now, while paused: neither worker takes it; a job of another task, enqueued after, runs.
+      await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [held.id]);
+      const marker = await enqueueJob(db.pool, { type: "console-report" });
+      await expect.poll(() => ran, { timeout: 10_000 }).toContain(marker.id);
+      expect((await row(db.pool, held.id)).status).toBe("pending");
+
+      // The task paused from its row in the queue-by-task table.
+      const taskRow = page.locator('[data-task="console-report"]');
+      await taskRow.locator("button[data-pause]").click();
+      await confirm(/^Pause task console-report\?/);
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe("task console-report paused: no worker claims its jobs until it is resumed (running jobs finish)");
+      const waiting = await enqueueJob(db.pool, { type: "console-report" });
+
+      // Resumed: the workers are woken and run what waited, though no poll is due for a minute.
+      await queueRow.locator("button[data-resume]").click();
+      await confirm(/^Resume queue outbox\?/);
+      await expect.poll(() => ran, { timeout: 10_000 }).toContain(held.id);
+      expect(ran).not.toContain(waiting.id);
+      await expect.poll(() => taskRow.locator("button[data-resume]").count(), { timeout: 5_000 }).toBe(1);
+      await taskRow.locator("button[data-resume]").click();
+      await confirm(/^Resume task console-report\?/);
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe("task console-report resumed: workers claim its jobs again");
+      await expect.poll(() => ran, { timeout: 10_000 }).toContain(waiting.id);
+    } finally {
+      await page.close();
+      await served.stop();
+      for (const { supervisor } of workers) await supervisor.stop();
+    }
+  });
+
+  it("fits a phone's width, a laptop's and a wide screen's without sideways scrolling", async () => {
+    const busy = defineTask({ name: "layout-task-with-a-rather-long-name", handler: () => new Promise<never>(() => undefined) });
+    await enqueueJob(db.pool, { type: "layout-task-with-a-rather-long-name", queue: "layout-queue" });
+    await enqueueJob(db.pool, { type: "layout-waiting", runAt: new Date(Date.now() + 3_600_000) });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [busy], heartbeatIntervalMs: 100, workerId: "w-layout", drainTimeoutMs: 100 });
+    const served = await dashboard(TOKEN);
+    try {
+      for (const width of [420, 1024, 1600]) {
+        const page = await browser.newPage({ viewport: { width, height: 900 } });
+        try {
+          await page.goto(served.url);
+          await page.locator('[data-testid="worker"][data-worker-id="w-layout"] [data-testid="job"]').waitFor({ timeout: 10_000 });
+          await page.locator('[data-queue="layout-queue"]').waitFor({ timeout: 10_000 });
+          // The page itself never scrolls sideways; a wide table scrolls inside its own panel.
+          expect(await page.evaluate(() => document.documentElement.scrollWidth), `${width}px`).toBeLessThanOrEqual(width);
+          if (process.env.PICKET_SCREENSHOTS === "1") await page.screenshot({ path: `docs/dashboard-${width}.png`, fullPage: true });
+        } finally {
+          await page.close();
+        }
+      }
+    } finally {
+      await served.stop();
+      await supervisor.force();
     }
   });
 });

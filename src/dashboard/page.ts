@@ -43,6 +43,19 @@ export const DASHBOARD_PAGE = `<!doctype html>
   #detail { display: none; }
   #detail.open { display: block; }
   input { font: inherit; padding: 2px 6px; }
+  section { overflow-x: auto; }
+  /* What an action did: fixed at the bottom, where it is seen wherever the button was. */
+  #action { position: fixed; left: 50%; bottom: 16px; transform: translateX(-50%); max-width: min(640px, calc(100vw - 24px)); background: var(--fg); color: #fff; padding: 8px 14px; border-radius: 6px; box-shadow: 0 4px 16px rgba(0,0,0,.2); }
+  #action:empty { display: none; }
+  #action.bad { background: var(--bad); }
+  dialog { border: 1px solid var(--line); border-radius: 8px; max-width: min(520px, calc(100vw - 24px)); }
+  dialog .buttons { display: flex; gap: 8px; justify-content: flex-end; margin-top: 12px; }
+  button.danger { border-color: var(--bad); color: var(--bad); }
+  .paused { color: var(--bad); font-weight: 600; }
+  @media (max-width: 800px) {
+    main { grid-template-columns: 1fr; padding: 10px; }
+    header { flex-wrap: wrap; padding: 10px; }
+  }
 </style>
 </head>
 <body>
@@ -50,17 +63,21 @@ export const DASHBOARD_PAGE = `<!doctype html>
   <h1>picket</h1>
   <span id="status">connecting…</span>
   <span style="flex:1"></span>
-  <label class="muted">token (retry, cancel; reads when the dashboard asks) <input id="token" type="password" size="16" autocomplete="off"></label>
+  <label class="muted">your name <input id="by" size="10" autocomplete="off" placeholder="(optional)"></label>
+  <label class="muted">token (actions; reads when the dashboard asks) <input id="token" type="password" size="16" autocomplete="off"></label>
 </header>
 <main>
   <section><h2>Queue by task</h2><div id="unhandled"></div><div id="queue"></div></section>
+  <section><h2>Queues</h2><div id="queues"></div></section>
   <section><h2>Over the last minutes</h2><div id="history"></div></section>
   <section class="wide"><h2>Workers</h2><div id="workers"></div></section>
   <section class="wide"><h2>Schedules</h2><div id="schedules"></div></section>
   <section><h2>Recent failures (retrying)</h2><div id="retrying"></div></section>
-  <section><h2>Dead jobs</h2><div id="dead"></div><div id="action" class="muted"></div></section>
+  <section><h2>Dead jobs</h2><div id="dead"></div></section>
   <section class="wide" id="detail"><h2>Job <span id="detail-id"></span> <button id="detail-close">close</button></h2><div id="detail-body"></div></section>
 </main>
+<div id="action" role="status" aria-live="polite"></div>
+<dialog id="confirm" aria-labelledby="confirm-text"><form method="dialog"><p id="confirm-text"></p><div class="buttons"><button value="keep" id="confirm-keep">keep as is</button><button value="go" id="confirm-go" class="danger" autofocus></button></div></form></dialog>
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
@@ -70,6 +87,9 @@ tokenInput.value = sessionStorage.getItem("picket-token") ?? "";
 // Sent with every request: write actions need it, and reads too when the dashboard was started so.
 const withToken = () => (tokenInput.value ? { headers: { authorization: "Bearer " + tokenInput.value } } : {});
 tokenInput.addEventListener("change", () => { sessionStorage.setItem("picket-token", tokenInput.value); start(); });
+const byInput = $("by");
+byInput.value = localStorage.getItem("picket-by") ?? "";
+byInput.addEventListener("change", () => localStorage.setItem("picket-by", byInput.value));
 
 // --- Statecharts, laid out from the machine's config ------------------------------------------
 let machines = null;
@@ -149,13 +169,17 @@ const LIVE_STATES = ["ready", "scheduled", "retrying", "processing"];
 const LIVE_TITLES = { ready: "due now, waiting for a worker", scheduled: "waiting for the run time they were enqueued with", retrying: "an attempt failed; waiting out its backoff", processing: "held by a worker" };
 // One entry of a job's history: an attempt that did not finish (numbered across operator
 // retries) with its stack, or an operator's action with who asked.
-const OPERATOR_DID = { retry: "retried", cancel: "cancelled" };
+const OPERATOR_DID = { retry: "retried", cancel: "cancelled", run_now: "made due now" };
 function historyEntry(e) {
   if (e.operator) return '<div data-testid="history-operator">' + esc(OPERATOR_DID[e.operator] ?? e.operator) + " by " + esc(e.by ?? "an operator") + ' <span class="muted">· ' + esc(e.at) + "</span></div>";
   return '<div class="muted" data-testid="history-attempt">attempt ' + e.attempt + " · " + esc(e.at) + "</div><pre>" + esc(e.stack ?? e.message) + "</pre>";
 }
+// How long ago an ISO time was, for a person: "42 s", "3 min", "2 h".
+const waited = (at) => { const s = Math.max(0, (Date.now() - new Date(at).getTime()) / 1000); return s < 120 ? Math.round(s) + " s" : s < 7200 ? Math.round(s / 60) + " min" : Math.round(s / 3600) + " h"; };
+const pauseButton = (kind, name, paused) => '<button data-' + (paused ? "resume" : "pause") + '="' + kind + '" data-name="' + esc(name) + '">' + (paused ? "resume" : "pause") + "</button>";
 function render(s) {
-  const tasks = [...new Set([...s.depth.map((d) => d.type), ...s.finished.map((f) => f.type)])].sort();
+  const pausedTasks = new Set((s.paused ?? []).filter((p) => p.kind === "task").map((p) => p.name));
+  const tasks = [...new Set([...s.depth.map((d) => d.type), ...s.finished.map((f) => f.type), ...pausedTasks])].sort();
   const live = (type, state) => s.depth.filter((r) => r.type === type && r.state === state).reduce((n, r) => n + r.count, 0);
   const rate = (type, status) => s.finished.filter((r) => r.type === type && r.status === status).reduce((n, r) => n + r.count, 0) / s.finishedWindowSeconds;
   history.push({ at: Date.now(), tasks: Object.fromEntries(tasks.map((t) => [t, { ready: live(t, "ready"), done: rate(t, "completed") }])) });
@@ -164,8 +188,14 @@ function render(s) {
   $("unhandled").innerHTML = h.unhandled.length === 0 ? "" : '<p class="bad" data-testid="unhandled">' + (h.liveWorkers === 0 ? "no live worker: " : "no live worker has a handler for: ") +
     h.unhandled.map((u) => esc(u.type) + " (" + u.count + " pending)").join(", ") + "</p>";
   $("queue").innerHTML = tasks.length === 0 ? '<p class="muted">no live jobs</p>' :
-    '<table><tr><th>task</th>' + LIVE_STATES.map((c) => '<th class="num" title="' + LIVE_TITLES[c] + '">' + c + "</th>").join("") + '<th class="num">completed/s</th><th class="num">dead/s</th></tr>' +
-    tasks.map((t) => '<tr data-task="' + esc(t) + '"><td>' + esc(t) + "</td>" + LIVE_STATES.map((c) => '<td class="num" data-col="' + c + '">' + live(t, c) + "</td>").join("") + '<td class="num">' + rate(t, "completed").toFixed(1) + '</td><td class="num">' + rate(t, "dead").toFixed(1) + "</td></tr>").join("") + "</table>";
+    '<table><tr><th>task</th>' + LIVE_STATES.map((c) => '<th class="num" title="' + LIVE_TITLES[c] + '">' + c + "</th>").join("") + '<th class="num">completed/s</th><th class="num">dead/s</th><th></th></tr>' +
+    tasks.map((t) => '<tr data-task="' + esc(t) + '"><td>' + esc(t) + "</td>" + LIVE_STATES.map((c) => '<td class="num" data-col="' + c + '">' + live(t, c) + "</td>").join("") + '<td class="num">' + rate(t, "completed").toFixed(1) + '</td><td class="num">' + rate(t, "dead").toFixed(1) + "</td><td>" + pauseButton("task", t, pausedTasks.has(t)) + "</td></tr>").join("") + "</table>";
+  const queueRows = s.queues ?? [];
+  $("queues").innerHTML = queueRows.length === 0 ? '<p class="muted">no queued jobs</p>' :
+    '<table><tr><th>queue</th><th class="num">ready</th><th class="num">scheduled</th><th class="num">processing</th><th class="num">oldest ready</th><th>state</th><th></th></tr>' +
+    queueRows.map((q) => '<tr data-queue="' + esc(q.name) + '"><td>' + esc(q.name) + '</td><td class="num" data-col="ready">' + q.ready + '</td><td class="num" data-col="scheduled">' + q.scheduled + '</td><td class="num" data-col="processing">' + q.processing +
+      '</td><td class="num">' + (q.oldestReadyAt ? waited(q.oldestReadyAt) : "—") + '</td><td data-col="state">' + (q.paused ? '<span class="paused">paused</span> <span class="muted">' + (q.paused.pausedBy ? "by " + esc(q.paused.pausedBy) : "") + "</span>" : "running") +
+      "</td><td>" + pauseButton("queue", q.name, q.paused !== null) + "</td></tr>").join("") + "</table>";
   $("history").innerHTML = tasks.map((t) => {
     const ready = history.map((h) => h.tasks[t]?.ready ?? 0);
     const done = history.map((h) => h.tasks[t]?.done ?? 0);
@@ -193,18 +223,64 @@ function render(s) {
   $("dead").innerHTML = failedRows(s.dead, "retry");
 }
 
+// Which actions a job's page offers, by its status: what the server would refuse is not shown.
+const JOB_ACTIONS = [
+  { action: "retry", label: "retry", when: ["dead"] },
+  { action: "run-now", label: "run now", when: ["pending"] },
+  { action: "cancel", label: "cancel", when: ["pending", "processing"] },
+  { action: "delete", label: "delete", when: ["completed", "dead", "cancelled"] },
+];
+// What each action asks before it is done, and the confirming button's words.
+const ASK = {
+  retry: (id) => ["Retry job " + id + "? It runs again with a fresh set of attempts; its history is kept.", "retry"],
+  cancel: (id) => ["Cancel job " + id + "? A pending job never runs; a running one's handler is told to stop.", "cancel the job"],
+  "run-now": (id) => ["Run job " + id + " now? It becomes due at once, ahead of its run time.", "run now"],
+  delete: (id) => ["Delete job " + id + " and its recorded steps? This cannot be undone.", "delete"],
+  pause: (kind, name) => ["Pause " + kind + " " + name + "? No worker claims its jobs until it is resumed; running jobs finish.", "pause"],
+  resume: (kind, name) => ["Resume " + kind + " " + name + "? Workers claim its jobs again at once.", "resume"],
+};
+function confirmed(text, go) {
+  return new Promise((resolve) => {
+    const dialog = $("confirm");
+    $("confirm-text").textContent = text;
+    $("confirm-go").textContent = go;
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "go"), { once: true });
+    dialog.returnValue = "";
+    dialog.showModal();
+  });
+}
+let toastTimer = null;
+function tell(text, bad) {
+  $("action").textContent = text;
+  $("action").className = bad ? "bad" : "";
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { $("action").textContent = ""; }, 15000);
+}
+async function act(path, question) {
+  if (!(await confirmed(...question))) return;
+  const headers = { ...(withToken().headers ?? {}) };
+  if (byInput.value.trim()) headers["x-picket-by"] = encodeURIComponent(byInput.value.trim());
+  try {
+    const response = await fetch(path, { method: "POST", headers });
+    const body = await response.json();
+    tell(body.message ?? body.error, !response.ok);
+  } catch (error) {
+    tell("the dashboard did not answer: " + error.message + " (nothing is known to have changed; look again before retrying)", true);
+  }
+}
 async function openJob(id) {
   const response = await fetch("api/jobs/" + encodeURIComponent(id), withToken());
   const job = await response.json();
   $("detail").classList.add("open");
   $("detail-id").textContent = id;
   $("detail-body").innerHTML = job.error ? '<p class="bad">' + esc(job.error) + "</p>" :
-    '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + (job.maxAttempts ?? "the task's") + (job.priorAttempts > 0 ? " since the last retry, " + (job.priorAttempts + job.attempts) + " in all" : "")], ["queue", job.queue ?? "—"], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
+    '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + (job.maxAttempts ?? "the task's") + (job.priorAttempts > 0 ? " since the last retry, " + (job.priorAttempts + job.attempts) + " in all" : "")], ["queue", job.queue ?? "—"], ["key", job.key ?? "—"], ["priority", job.priority], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
       .map(([k, v]) => "<tr><th>" + k + "</th><td>" + esc(v) + "</td></tr>").join("") +
+    '<tr><th>payload</th><td><pre data-testid="payload">' + esc(JSON.stringify(job.payload, null, 2)) + "</pre></td></tr>" +
     "<tr><th>progress</th><td><pre>" + esc(JSON.stringify(job.progress)) + "</pre></td></tr><tr><th>result</th><td><pre>" + esc(JSON.stringify(job.result)) + "</pre></td></tr>" +
     "<tr><th>steps</th><td>" + ((job.steps ?? []).map((st) => '<div data-testid="step"><b>' + esc(st.name) + '</b> <span class="muted">attempt ' + st.attempt + " · " + esc(st.createdAt) + "</span><pre>" + esc(JSON.stringify(st.result)) + "</pre></div>").join("") || "none") + "</td></tr>" +
     "<tr><th>history</th><td>" + ((job.errors ?? []).map(historyEntry).join("") || "none") + "</td></tr></table>" +
-    (job.status === "pending" || job.status === "processing" ? '<button data-action="cancel" data-id="' + esc(id) + '">cancel</button>' : "");
+    '<div class="buttons" data-testid="detail-actions">' + JOB_ACTIONS.filter((a) => a.when.includes(job.status)).map((a) => '<button data-action="' + a.action + '" data-id="' + esc(id) + '">' + a.label + "</button>").join(" ") + "</div>";
 }
 
 document.addEventListener("click", async (event) => {
@@ -212,10 +288,15 @@ document.addEventListener("click", async (event) => {
   if (target.dataset.open) return openJob(target.dataset.open);
   if (target.id === "detail-close") return $("detail").classList.remove("open");
   if (target.dataset.action) {
-    const response = await fetch("api/jobs/" + encodeURIComponent(target.dataset.id) + "/" + target.dataset.action, { method: "POST", ...withToken() });
-    const body = await response.json();
-    $("action").textContent = target.dataset.action + " job " + target.dataset.id + ": " + (body.error ?? body.outcome);
-    $("action").className = response.ok ? "" : "bad";
+    const { action, id } = target.dataset;
+    await act("api/jobs/" + encodeURIComponent(id) + "/" + action, ASK[action](id));
+    if ($("detail").classList.contains("open") && $("detail-id").textContent === id) openJob(id);
+  }
+  for (const verb of ["pause", "resume"]) {
+    if (target.dataset[verb]) {
+      const kind = target.dataset[verb], name = target.dataset.name;
+      await act("api/" + verb + "?" + kind + "=" + encodeURIComponent(name), ASK[verb](kind, name));
+    }
   }
 });
 

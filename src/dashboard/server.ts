@@ -6,15 +6,38 @@
 // Served by `picket dashboard` (loopback by default), or mounted in a service behind its own
 // auth through createDashboardHandler (a fetch-style handler). Write actions need the token the
 // dashboard was given; without one they are refused.
-import { timingSafeEqual } from "node:crypto";
 import type { Server } from "node:http";
 import * as Effect from "effect/Effect";
 import * as Layer from "effect/Layer";
 import * as Stream from "effect/Stream";
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http";
-import { cancelJob, dashboardSnapshot, getJob, isJobId, jobSteps, retryDeadJob, type AdminOptions, type AdminResult, type Queryable, type StatementOptions } from "../db/index.ts";
+import {
+  cancelJob,
+  dashboardSnapshot,
+  deleteFinishedJob,
+  getJob,
+  InvalidConfigError,
+  InvalidJobError,
+  isJobId,
+  jobSteps,
+  pauseClaims,
+  resumeClaims,
+  retryDeadJob,
+  runJobNow,
+  type AdminOptions,
+  type AdminResult,
+  type PauseResult,
+  type PauseTarget,
+  type ResumeResult,
+  type Queryable,
+  type StatementOptions,
+} from "../db/index.ts";
+import { checkOperatorName } from "../db/job-history.ts";
 import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.ts";
+import { createLogger, type Logger } from "../runtime/logger.ts";
 import { serveFetchHandler } from "../runtime/serve-fetch.ts";
+import { bearerToken, hostName, loopbackHosts, requestHost, tokenRefusal } from "./access.ts";
+import { jobActionMessage, pauseMessage, resumeMessage, type JobAction } from "./action-words.ts";
 import { LiveFeed } from "./live-feed.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
 
@@ -23,7 +46,7 @@ export interface DashboardOptions {
   db: Queryable;
   /** Schema and statement bounds, as for any picket statement. */
   statements?: StatementOptions;
-  /** Write actions (retry, cancel) need `Authorization: Bearer <token>`; without a token they are refused. */
+  /** Write actions (retry, cancel, run now, delete, pause) need `Authorization: Bearer <token>`; without a token they are refused. */
   token?: string;
   /**
    * Reads need the token too: every route but the page itself (which holds no data). The live
@@ -40,6 +63,8 @@ export interface DashboardOptions {
   allowedHosts?: readonly string[];
   /** How often the live stream sends a snapshot; default 1000 ms. */
   intervalMs?: number;
+  /** Where each write action is logged (what, on what, by whom, with what outcome); default picket's logger. */
+  logger?: Logger;
 }
 
 const json = (body: unknown, status = 200) => HttpServerResponse.jsonUnsafe(body, { status });
@@ -61,28 +86,33 @@ const answered = <A>(run: () => Promise<A>, respond: (result: A) => HttpServerRe
 /** A job route's id that is no job id: the caller's mistake (400), not the database's (503). */
 const badJobId = (id: string | undefined) => json({ error: `job id must be a positive integer (got ${JSON.stringify(id ?? "")})` }, 400);
 
-const sameToken = (given: string, expected: string): boolean => {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
+const BY_HEADER = "x-picket-by";
+
+/**
+ * Who an action names in the job's history and the log: "dashboard", or "dashboard: <name>" when
+ * the page says who is at it (its "your name" field, sent URI-encoded in x-picket-by). The token is
+ * shared, so the name is what the person typed, not a proof.
+ */
+const actorOf = (request: HttpServerRequest.HttpServerRequest): { by: string } | { error: string } => {
+  const raw = request.headers[BY_HEADER];
+  if (raw === undefined || raw === "") return { by: "dashboard" };
+  try {
+    const by = `dashboard: ${decodeURIComponent(raw)}`;
+    checkOperatorName(by);
+    return { by };
+  } catch (error) {
+    return { error: error instanceof Error && !(error instanceof URIError) ? error.message : `${BY_HEADER} must be a URI-encoded name (got ${JSON.stringify(raw.slice(0, 40))})` };
+  }
 };
 
-/** The token an `Authorization: Bearer <token>` header carries, if any. */
-const bearerToken = (request: HttpServerRequest.HttpServerRequest): string | undefined => /^Bearer (.+)$/.exec(request.headers["authorization"] ?? "")?.[1];
-
-/** The Host header's name or address, without the port, in lower case ("[::1]" keeps its brackets). */
-export const hostName = (header: string | undefined): string | undefined => {
-  if (header === undefined || header === "") return undefined;
-  const host = header.trim().toLowerCase();
-  return host.startsWith("[") ? host.slice(0, host.indexOf("]") + 1) : host.replace(/:\d*$/, "");
-};
-
-/** The names a dashboard listening on `host` answers to without being told more. */
-export const loopbackHosts = (host: string): string[] => {
-  const names = ["localhost", "127.0.0.1", "[::1]"];
-  // An address it listens on, unless a wildcard: a request naming 0.0.0.0 has no business here.
-  if (host !== "0.0.0.0" && host !== "::" && host !== "[::]") names.push(host.includes(":") && !host.startsWith("[") ? `[${host}]` : host);
-  return names.map((name) => name.toLowerCase());
+/** The pause target a request's query names: ?queue=<name> or ?task=<name>. */
+const pauseTargetOf = (request: HttpServerRequest.HttpServerRequest): PauseTarget | undefined => {
+  const query = new URL(request.url, "http://dashboard").searchParams;
+  const queue = query.get("queue");
+  const task = query.get("task");
+  if (queue !== null && task === null) return { queue };
+  if (task !== null && queue === null) return { task };
+  return undefined;
 };
 
 /** The dashboard's routes, as a Layer for HttpRouter.serve or HttpRouter.toWebHandler. */
@@ -90,6 +120,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
   const { db, token } = options;
   const allowed = options.allowedHosts === undefined ? undefined : new Set(options.allowedHosts.map((host) => hostName(host)));
   const statements = options.statements ?? {};
+  const logger = options.logger ?? createLogger();
 
   /**
    * Every route's first check: the Host header (when the dashboard has a list), then, for reads
@@ -99,8 +130,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest;
       if (allowed !== undefined) {
-        // A web Request (the mounted handler) carries no Host header: its URL names the host.
-        const header = request.headers["host"] || (/^https?:\/\//.test(request.originalUrl) ? new URL(request.originalUrl).host : undefined);
+        const header = requestHost(request);
         const host = hostName(header);
         if (host === undefined || !allowed.has(host)) {
           return json(
@@ -112,7 +142,8 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       if (read && options.tokenForReads === true) {
         if (token === undefined) return json({ error: "reads need the dashboard's token, and none was given: start it with --token (or PICKET_DASHBOARD_TOKEN)" }, 403);
         const given = bearerToken(request) ?? new URL(request.url, "http://dashboard").searchParams.get("token") ?? undefined;
-        if (given === undefined || !sameToken(given, token)) return json({ error: "reading this dashboard needs its token (Authorization: Bearer <token>)" }, 401);
+        const refused = tokenRefusal(given, token, "reading this dashboard");
+        if (refused !== undefined) return json({ error: refused }, 401);
       }
       return yield* route;
     });
@@ -130,18 +161,52 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     intervalMs,
   );
 
-  // The job's history names the dashboard as who asked: its token is shared, so it cannot say which person.
-  const admin = (action: (db: Queryable, id: string, options: AdminOptions) => Promise<AdminResult>) =>
-    Effect.gen(function* () {
-      const request = yield* HttpServerRequest.HttpServerRequest;
-      if (token === undefined) return json({ error: "write actions are off: start the dashboard with a token (picket dashboard --token, or PICKET_DASHBOARD_TOKEN)" }, 403);
-      const given = bearerToken(request);
-      if (given === undefined || !sameToken(given, token)) return json({ error: "this action needs the dashboard's token (Authorization: Bearer <token>)" }, 401);
-      const { id } = yield* HttpRouter.params;
-      if (id === undefined || !isJobId(id)) return badJobId(id);
-      return yield* answered(
-        () => action(db, id, { ...statements, by: "dashboard" }),
-        (result) => json(result, result.outcome === "applied" ? 200 : 409),
+  /**
+   * A write action: the token, then who is asking, then the write; its outcome is logged and
+   * answered with words for the page (`message`) beside the outcome a script reads. An outcome
+   * other than "applied" is a conflict (409): nothing was done.
+   */
+  const write = <A extends { outcome: string }>(what: string, run: (request: HttpServerRequest.HttpServerRequest, by: string) => Effect.Effect<HttpServerResponse.HttpServerResponse | { result: A; message: string; on: string }, never, HttpRouter.RouteContext>) =>
+    guarded(
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest;
+        if (token === undefined) return json({ error: "write actions are off: start the dashboard with a token (picket dashboard --token, or PICKET_DASHBOARD_TOKEN)" }, 403);
+        const refused = tokenRefusal(bearerToken(request), token, `this action (${what})`);
+        if (refused !== undefined) return json({ error: refused }, 401);
+        const actor = actorOf(request);
+        if ("error" in actor) return json({ error: actor.error }, 400);
+        const done = yield* run(request, actor.by);
+        if (HttpServerResponse.isHttpServerResponse(done)) return done;
+        logger.info({ action: what, on: done.on, by: actor.by, outcome: done.result.outcome }, "dashboard action");
+        return json({ ...done.result, message: done.message }, done.result.outcome === "applied" ? 200 : 409);
+      }),
+      false,
+    );
+
+  const jobAction = (action: JobAction, run: (db: Queryable, id: string, options: AdminOptions) => Promise<AdminResult>) =>
+    write<AdminResult>(action, (_request, by) =>
+      Effect.gen(function* () {
+        const { id } = yield* HttpRouter.params;
+        if (id === undefined || !isJobId(id)) return badJobId(id);
+        return yield* Effect.tryPromise({ try: () => run(db, id, { ...statements, by }), catch: (error) => error }).pipe(
+          Effect.map((result) => ({ result, message: jobActionMessage(action, id, result), on: `job ${id}` })),
+          Effect.catch((error) => Effect.succeed(failure(error))),
+        );
+      }),
+    );
+
+  const pauseAction = (action: "pause" | "resume") =>
+    write<PauseResult | ResumeResult>(action, (request, by) => {
+      const target = pauseTargetOf(request);
+      if (target === undefined) return Effect.succeed(json({ error: `say what to ${action}: ?queue=<name> or ?task=<name>, one of them` }, 400));
+      const on = "queue" in target ? `queue ${target.queue}` : `task ${target.task}`;
+      const run = async () =>
+        action === "pause"
+          ? ((result) => ({ result, message: pauseMessage(target, result), on }))(await pauseClaims(db, target, { ...statements, by }))
+          : ((result) => ({ result, message: resumeMessage(target, result), on }))(await resumeClaims(db, target, statements));
+      return Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
+        // A name no job could have is the caller's mistake, said as enqueue says it.
+        Effect.catch((error) => Effect.succeed(error instanceof InvalidConfigError || error instanceof InvalidJobError ? json({ error: error.message }, 400) : failure(error))),
       );
     });
 
@@ -150,11 +215,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     // Browsers ask for it: no icon, rather than a 404 in their console.
     HttpRouter.add("GET", "/favicon.ico", guarded(Effect.succeed(HttpServerResponse.empty({ status: 204 })), false)),
     HttpRouter.add("GET", "/api/machines", guarded(Effect.succeed(json({ job: machineConfig(jobMachine), supervisor: machineConfig(supervisorMachine) })), true)),
-    HttpRouter.add(
-      "GET",
-      "/api/snapshot",
-      guarded(answered(snapshot, (body) => json(body)), true),
-    ),
+    HttpRouter.add("GET", "/api/snapshot", guarded(answered(snapshot, (body) => json(body)), true)),
     HttpRouter.add(
       "GET",
       "/api/events",
@@ -182,8 +243,12 @@ export const dashboardRoutes = (options: DashboardOptions) => {
         return yield* answered(read, (job) => (job === null ? json({ error: `no job ${id}` }, 404) : json(job)));
       }), true),
     ),
-    HttpRouter.add("POST", "/api/jobs/:id/retry", guarded(admin(retryDeadJob), false)),
-    HttpRouter.add("POST", "/api/jobs/:id/cancel", guarded(admin(cancelJob), false)),
+    HttpRouter.add("POST", "/api/jobs/:id/retry", jobAction("retry", retryDeadJob)),
+    HttpRouter.add("POST", "/api/jobs/:id/cancel", jobAction("cancel", cancelJob)),
+    HttpRouter.add("POST", "/api/jobs/:id/run-now", jobAction("run-now", runJobNow)),
+    HttpRouter.add("POST", "/api/jobs/:id/delete", jobAction("delete", deleteFinishedJob)),
+    HttpRouter.add("POST", "/api/pause", pauseAction("pause")),
+    HttpRouter.add("POST", "/api/resume", pauseAction("resume")),
   );
 };
 

@@ -9,6 +9,7 @@ import type { HistoryEntry, JobStatus } from "./job-row.ts";
 import { withReadableHistory } from "./job-history.ts";
 import { completionRates, handlerCoverage, listWorkers, type HandlerCoverage, type WorkerRow } from "./workers.ts";
 import { listSchedules, type ScheduleView } from "./schedules.ts";
+import { listPaused, listQueues, type PausedEntry, type QueueView } from "./paused.ts";
 
 /** A job that failed recently: retrying (pending with an error) or dead. */
 export interface FailedJob {
@@ -39,6 +40,10 @@ export interface DashboardSnapshot {
   schedules: ScheduleView[];
   /** Pending jobs no live worker has a handler for (by the workers' heartbeats). */
   handlers: HandlerCoverage;
+  /** Each queue with jobs pending or held, or paused. */
+  queues: QueueView[];
+  /** Every paused queue and task. */
+  paused: PausedEntry[];
 }
 
 const FINISHED_WINDOW_S = 5;
@@ -69,7 +74,7 @@ const deadSql = perSchema(
 
 export const dashboardSnapshot = async (db: Queryable, options: StatementOptions = {}): Promise<DashboardSnapshot> => {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const [depth, finished, rates, retrying, dead, workers, schedules, handlers] = await Promise.all([
+  const [depth, finished, rates, retrying, dead, workers, schedules, handlers, queues, paused] = await Promise.all([
     queueDepth(db, options),
     runStatement<DashboardSnapshot["finished"][number]>(db, { text: finishedSql(schema) }, options),
     completionRates(db, options),
@@ -78,8 +83,10 @@ export const dashboardSnapshot = async (db: Queryable, options: StatementOptions
     listWorkers(db, options),
     listSchedules(db, options),
     handlerCoverage(db, options),
+    listQueues(db, options),
+    listPaused(db, options),
   ]);
   const completed = rates.map((r) => ({ type: r.type, status: "completed" as const, count: r.perSecond * FINISHED_WINDOW_S }));
   const byTask = (a: { type: string; status: string }, b: { type: string; status: string }) => (a.type < b.type ? -1 : a.type > b.type ? 1 : a.status < b.status ? -1 : 1);
-  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows.map(withReadableHistory), dead: dead.rows.map(withReadableHistory), workers, schedules, handlers };
+  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows.map(withReadableHistory), dead: dead.rows.map(withReadableHistory), workers, schedules, handlers, queues, paused };
 };

@@ -1,0 +1,52 @@
+// What an operator is told after an action, in words a person reads at 3 a.m.: what happened to
+// the job or the queue, and when nothing did, why and what to do instead. The API's answers carry
+// these as `message` beside the outcome a script reads.
+import type { AdminResult, PauseResult, PauseTarget, ResumeResult } from "../db/index.ts";
+
+export type JobAction = "retry" | "cancel" | "run-now" | "delete";
+
+const DONE: Record<JobAction, string> = {
+  retry: "will run again, with fresh attempts",
+  cancel: "is cancelled (if it was running, its handler is being stopped)",
+  "run-now": "is due now: the next free worker takes it",
+  delete: "is deleted, with its recorded steps",
+};
+
+// What each action needs the job to be, and what to do otherwise.
+const ONLY: Record<JobAction, string> = {
+  retry: "only a dead job can be retried",
+  cancel: "only a pending or running job can be cancelled",
+  "run-now": "only a pending job can be made due now",
+  delete: "only a finished job (completed, dead or cancelled) can be deleted: cancel it first",
+};
+
+const STATUS_WORDS: Record<string, string> = {
+  pending: "pending",
+  processing: "running",
+  completed: "already completed",
+  dead: "dead (it failed for good)",
+  cancelled: "already cancelled",
+};
+
+export const jobActionMessage = (action: JobAction, id: string, result: AdminResult): string => {
+  switch (result.outcome) {
+    case "applied":
+      return `job ${id} ${DONE[action]}`;
+    case "not_found":
+      return `job ${id} no longer exists (workers delete completed jobs unless they keep them, and retention removes old ones): nothing was done`;
+    case "wrong_status":
+      return `job ${id} is ${STATUS_WORDS[result.status] ?? result.status}, so nothing was done: ${ONLY[action]}`;
+    case "key_taken":
+      return `job ${id} cannot run again yet: its key ${JSON.stringify(result.key)} is held by job ${result.heldBy}, which is ${STATUS_WORDS[result.heldByStatus] ?? result.heldByStatus}. Let that job finish (or cancel it), then retry this one`;
+  }
+};
+
+const named = (target: PauseTarget): string => ("queue" in target ? `queue ${target.queue}` : `task ${target.task}`);
+
+export const pauseMessage = (target: PauseTarget, result: PauseResult): string =>
+  result.outcome === "applied"
+    ? `${named(target)} paused: no worker claims its jobs until it is resumed (running jobs finish)`
+    : `${named(target)} was already paused, since ${result.paused.pausedAt.toISOString()}${result.paused.pausedBy === null ? "" : ` by ${result.paused.pausedBy}`}`;
+
+export const resumeMessage = (target: PauseTarget, result: ResumeResult): string =>
+  result.outcome === "applied" ? `${named(target)} resumed: workers claim its jobs again` : `${named(target)} was not paused: nothing changed`;
