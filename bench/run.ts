@@ -149,6 +149,9 @@ const scenarios: Scenario[] = [
   { group: "recovery", name: "picket SIGKILL → 100 jobs done elsewhere", run: { script: "recovery.ts", args: [] }, metric: "recoverySeconds", unit: "s", higherIsBetter: false },
   ...scaleScenarios("empty table", "0"),
   ...scaleScenarios("1,000,000 finished rows", "1000000"),
+  { group: "browse", name: "job browser page, slowest of 28 p95s (1,000,000 rows)", run: { script: "browse.ts", args: [] }, metric: "maxP95Ms", unit: "ms", higherIsBetter: false },
+  { group: "browse", name: "job browser, dead jobs of a task, p95", run: { script: "browse.ts", args: [] }, metric: "dead_taskP95Ms", unit: "ms", higherIsBetter: false },
+  { group: "browse", name: "job browser, text search in dead jobs, p95", run: { script: "browse.ts", args: [] }, metric: "dead_searchP95Ms", unit: "ms", higherIsBetter: false },
   { group: "memory", name: "picket RSS per in-flight job (10,000)", run: { script: "memory.ts", args: [], node: ["--expose-gc"] }, metric: "kibPerJob", unit: "KiB", higherIsBetter: false },
   { group: "memory", name: "picket live heap per in-flight job (10,000)", run: { script: "memory.ts", args: [], node: ["--expose-gc"] }, metric: "heapKibPerJob", unit: "KiB", higherIsBetter: false },
 ];
