@@ -207,3 +207,31 @@ describe("the write actions", () => {
     ]);
   });
 });
+
+describe("the job browser's route", () => {
+  it("answers a page of a state's jobs, and 400 with what to change for a filter it cannot use", async () => {
+    await migrate(db.pool, { schema: "dash_browse" });
+    const request = mounted({ statements: { schema: "dash_browse" } });
+    await db.pool.query("INSERT INTO dash_browse.jobs (type, status, finished_at) SELECT 'gone', 'dead', timestamptz '2026-01-01' + g * interval '1 minute' FROM generate_series(1, 3) AS g");
+    const page = await request("/api/jobs?state=dead&limit=2&from=2026-01-01T00:01:30Z");
+    expect(page.status).toBe(200);
+    const body = await page.json();
+    expect(body.jobs.map((job: { id: string }) => job.id)).toEqual(["3", "2"]);
+    expect(body.next).toMatch(/^2026-01-01T00:02:00\.000000Z_2$/);
+    const rest = await (await request(`/api/jobs?state=dead&limit=2&after=${encodeURIComponent(body.next)}`)).json();
+    expect(rest).toMatchObject({ jobs: [expect.objectContaining({ id: "1" })], next: null, searchedTo: null });
+    // Without a state: the ready jobs.
+    expect(await (await request("/api/jobs")).json()).toEqual({ jobs: [], next: null, searchedTo: null });
+    for (const [query, error] of [
+      ["state=stuck", 'picket: browse state must be one of ready, scheduled, retrying, running, dead, completed, cancelled (got "stuck").'],
+      ["state=dead&from=yesterday", 'from must be a time like 2026-01-02T03:04:05Z (got "yesterday")'],
+      ["state=dead&limit=lots", "picket: browse limit must be an integer from 1 to 200 (got NaN)."],
+    ] as const) {
+      const refused = await request(`/api/jobs?${query}`);
+      expect(refused.status, query).toBe(400);
+      expect((await refused.json()).error, query).toBe(error);
+    }
+    // Behind the token when reads are.
+    expect((await mounted({ token: TOKEN, tokenForReads: true })("/api/jobs?state=dead")).status).toBe(401);
+  });
+});

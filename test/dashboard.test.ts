@@ -260,6 +260,56 @@ describe("the console's actions in a browser", () => {
     }
   });
 
+  it("browses a state's jobs by filter, page after page, and opens one by its id, all from the keyboard", async () => {
+    // 60 dead jobs of one task, one of them with a needle in its error; a dead job of another task.
+    await db.pool.query(`
+      INSERT INTO picket.jobs (type, status, finished_at, last_error, key)
+      SELECT 'browsed', 'dead', now() - g * interval '1 second', CASE WHEN g = 7 THEN 'the needle-7 broke' ELSE 'plain failure' END, 'key-' || g
+      FROM generate_series(1, 60) AS g`);
+    const other = await enqueueJob(db.pool, { type: "browsed-other", payload: { n: 1 } });
+    await db.pool.query("UPDATE picket.jobs SET status = 'dead', finished_at = now() WHERE id = $1", [other.id]);
+    const served = await dashboard();
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    try {
+      await page.goto(served.url);
+      const rows = page.locator('[data-testid="browse-row"]');
+      // The dead tab, from the keyboard; then a task typed and Enter pressed in its field.
+      await page.focus('[data-browse="dead"]');
+      await page.keyboard.press("Enter");
+      await expect.poll(() => page.locator('[data-browse="dead"]').getAttribute("aria-selected")).toBe("true");
+      await page.focus('#browse-form input[name="task"]');
+      await page.keyboard.type("browsed");
+      await page.keyboard.press("Enter");
+      await expect.poll(() => rows.count(), { timeout: 5_000 }).toBe(50);
+      // Newest first: the job that died a second ago heads the list.
+      expect(await rows.first().locator("td").nth(3).textContent()).toBe("key-1");
+      await page.locator("#browse-more").click();
+      await expect.poll(() => rows.count(), { timeout: 5_000 }).toBe(60);
+      expect(await page.locator('[data-testid="browse-end"]').textContent()).toBe("end of the list");
+      expect(new Set(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-job-id")))).size).toBe(60);
+      // Text in the error, any case.
+      await page.fill('#browse-form input[name="text"]', "NEEDLE-7");
+      await page.keyboard.press("Enter");
+      await expect.poll(() => rows.count(), { timeout: 5_000 }).toBe(1);
+      expect(await rows.first().textContent()).toContain("the needle-7 broke");
+      // A job link takes the focus and opens its job with Enter.
+      await rows.first().locator("a.job").focus();
+      await page.keyboard.press("Enter");
+      await expect.poll(() => page.locator('[data-testid="detail"]').textContent(), { timeout: 5_000 }).toContain("key-7");
+      // An id typed in the search box opens that job, whatever the filters.
+      await page.fill('#browse-form input[name="text"]', other.id);
+      await page.keyboard.press("Enter");
+      await expect.poll(() => page.locator("#detail-id").textContent(), { timeout: 5_000 }).toBe(other.id);
+      // A filter the browser refuses is said, not a blank list.
+      await page.fill('#browse-form input[name="text"]', "x".repeat(201));
+      await page.keyboard.press("Enter");
+      await expect.poll(() => page.locator('[data-testid="browse-error"]').textContent(), { timeout: 5_000 }).toMatch(/^picket: browse filter text must be text of at most 200 characters/);
+    } finally {
+      await page.close();
+      await served.stop();
+    }
+  });
+
   it("fits a phone's width, a laptop's and a wide screen's without sideways scrolling", async () => {
     const busy = defineTask({ name: "layout-task-with-a-rather-long-name", handler: () => new Promise<never>(() => undefined) });
     await enqueueJob(db.pool, { type: "layout-task-with-a-rather-long-name", queue: "layout-queue" });

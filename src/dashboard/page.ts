@@ -52,6 +52,11 @@ export const DASHBOARD_PAGE = `<!doctype html>
   dialog .buttons { display: flex; gap: 8px; justify-content: flex-end; margin-top: 12px; }
   button.danger { border-color: var(--bad); color: var(--bad); }
   .paused { color: var(--bad); font-weight: 600; }
+  .tabs { display: flex; flex-wrap: wrap; gap: 4px; margin-bottom: 8px; }
+  .tabs button[aria-selected="true"] { background: var(--lit); border-color: var(--lit); color: #fff; }
+  #browse-form { display: flex; flex-wrap: wrap; gap: 6px 10px; align-items: center; margin-bottom: 8px; }
+  #browse-form input { width: 9em; }
+  :focus-visible { outline: 2px solid var(--lit); outline-offset: 1px; }
   @media (max-width: 800px) {
     main { grid-template-columns: 1fr; padding: 10px; }
     header { flex-wrap: wrap; padding: 10px; }
@@ -69,6 +74,19 @@ export const DASHBOARD_PAGE = `<!doctype html>
 <main>
   <section><h2>Queue by task</h2><div id="unhandled"></div><div id="queue"></div></section>
   <section><h2>Queues</h2><div id="queues"></div></section>
+  <section class="wide" id="browser"><h2>Jobs</h2>
+    <div class="tabs" role="tablist" id="browse-tabs"></div>
+    <form id="browse-form">
+      <label>task <input name="task" autocomplete="off"></label>
+      <label>queue <input name="queue" autocomplete="off"></label>
+      <label>worker <input name="worker" autocomplete="off"></label>
+      <label>key <input name="key" autocomplete="off"></label>
+      <label>search <input name="text" autocomplete="off" placeholder="a job id, or text in payload or error"></label>
+      <select name="order" aria-label="order"><option value="">usual order</option><option value="newest">newest first</option><option value="oldest">oldest first</option></select>
+      <button type="submit">find</button>
+    </form>
+    <div id="browse-results"></div>
+  </section>
   <section><h2>Over the last minutes</h2><div id="history"></div></section>
   <section class="wide"><h2>Workers</h2><div id="workers"></div></section>
   <section class="wide"><h2>Schedules</h2><div id="schedules"></div></section>
@@ -204,7 +222,7 @@ function render(s) {
   }).join("") || '<p class="muted">no history yet</p>';
   $("workers").innerHTML = s.workers.length === 0 ? '<p class="muted">no worker has written a heartbeat</p>' : s.workers.map((w) => {
     const silent = w.silentMs > 10000;
-    const jobs = w.jobs.slice(0, 12).map((j) => '<div data-testid="job" data-job-id="' + esc(j.id) + '" data-state="' + esc(j.state) + '">' + chart("job", j.state, 'job <a class="job" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a> · " + esc(j.type) + " · " + esc(j.state)) + '<button data-action="cancel" data-id="' + esc(j.id) + '">cancel</button></div>').join("");
+    const jobs = w.jobs.slice(0, 12).map((j) => '<div data-testid="job" data-job-id="' + esc(j.id) + '" data-state="' + esc(j.state) + '">' + chart("job", j.state, 'job <a class="job" href="#job-' + esc(j.id) + '" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a> · " + esc(j.type) + " · " + esc(j.state)) + '<button data-action="cancel" data-id="' + esc(j.id) + '">cancel</button></div>').join("");
     return '<div class="worker" data-testid="worker" data-worker-id="' + esc(w.id) + '"><h3>' + esc(w.id) + '</h3><div class="muted">' + esc(w.host) + " · pid " + w.pid + " · picket " + esc(w.version) + " · since " + new Date(w.startedAt).toLocaleString() +
       ' · <span class="' + (silent ? "bad" : "") + '">last beat ' + (w.silentMs / 1000).toFixed(1) + " s ago</span> · concurrency " + w.concurrency + " · running " + w.running + " · waiting " + w.waiting + "</div>" +
       '<div class="charts">' + chart("supervisor", w.state, "supervisor · " + esc(w.state)) + jobs + (w.jobs.length < w.running + w.waiting ? '<div class="muted">… ' + (w.running + w.waiting - w.jobs.length) + " more</div>" : "") + "</div></div>";
@@ -268,10 +286,42 @@ async function act(path, question) {
     tell("the dashboard did not answer: " + error.message + " (nothing is known to have changed; look again before retrying)", true);
   }
 }
+// --- The job browser: a state's jobs, filtered, a page at a time (GET api/jobs) --------------------
+const BROWSE = [
+  ["ready", "due since"], ["scheduled", "due at"], ["retrying", "retry at"], ["running", "claimed at"],
+  ["dead", "died at"], ["completed", "completed at"], ["cancelled", "cancelled at"],
+];
+let browseState = "ready";
+let browseCursor = null;
+$("browse-tabs").innerHTML = BROWSE.map(([state]) => '<button type="button" role="tab" data-browse="' + state + '" aria-selected="' + (state === browseState) + '">' + state + "</button>").join("");
+async function browse(more) {
+  const params = new URLSearchParams({ state: browseState });
+  for (const [name, value] of new FormData($("browse-form"))) if (value) params.set(name, value);
+  // A job id typed in the search box opens that job.
+  const text = params.get("text");
+  if (text && /^[1-9][0-9]{0,18}$/.test(text.trim())) return openJob(text.trim());
+  if (more && browseCursor) params.set("after", browseCursor);
+  const response = await fetch("api/jobs?" + params, withToken());
+  const body = await response.json();
+  if (!response.ok) { $("browse-results").innerHTML = '<p class="bad" data-testid="browse-error">' + esc(body.error) + "</p>"; return; }
+  browseCursor = body.next;
+  const label = BROWSE.find(([state]) => state === browseState)[1];
+  const rows = body.jobs.map((j) => '<tr data-testid="browse-row" data-job-id="' + esc(j.id) + '"><td><a class="job" href="#job-' + esc(j.id) + '" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a></td><td>" + esc(j.type) + "</td><td>" + esc(j.queue ?? "") + "</td><td>" + esc(j.key ?? "") +
+    '</td><td class="num">' + j.attempts + (j.maxAttempts ? "/" + j.maxAttempts : "") + "</td><td>" + new Date(j.at).toLocaleString() + "</td><td>" + esc(j.lockedBy ?? "") + '</td><td class="bad">' + esc(j.lastError ?? "") + "</td></tr>").join("");
+  const table = $("browse-table");
+  if (more && table) table.insertAdjacentHTML("beforeend", rows);
+  else $("browse-results").innerHTML = (body.jobs.length === 0 && !body.next ? '<p class="muted" data-testid="browse-empty">no ' + esc(browseState) + " jobs match</p>" :
+    '<table><thead><tr><th>job</th><th>task</th><th>queue</th><th>key</th><th class="num">attempts</th><th>' + label + '</th><th>worker</th><th>last error</th></tr></thead><tbody id="browse-table">' + rows + "</tbody></table>") + '<p id="browse-more-line"></p>';
+  $("browse-more-line").innerHTML = body.next === null ? '<span class="muted" data-testid="browse-end">end of the list</span>' :
+    (body.searchedTo ? '<span class="muted" data-testid="browse-searched">searched back to ' + new Date(body.searchedTo).toLocaleString() + " without filling the page · </span>" : "") + '<button type="button" id="browse-more">more</button>';
+}
+$("browse-form").addEventListener("submit", (event) => { event.preventDefault(); browse(false); });
+
 async function openJob(id) {
   const response = await fetch("api/jobs/" + encodeURIComponent(id), withToken());
   const job = await response.json();
   $("detail").classList.add("open");
+  $("detail").scrollIntoView({ block: "nearest" });
   $("detail-id").textContent = id;
   $("detail-body").innerHTML = job.error ? '<p class="bad">' + esc(job.error) + "</p>" :
     '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + (job.maxAttempts ?? "the task's") + (job.priorAttempts > 0 ? " since the last retry, " + (job.priorAttempts + job.attempts) + " in all" : "")], ["queue", job.queue ?? "—"], ["key", job.key ?? "—"], ["priority", job.priority], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
@@ -285,7 +335,13 @@ async function openJob(id) {
 
 document.addEventListener("click", async (event) => {
   const target = event.target;
-  if (target.dataset.open) return openJob(target.dataset.open);
+  if (target.dataset.open) { event.preventDefault(); return openJob(target.dataset.open); }
+  if (target.dataset.browse) {
+    browseState = target.dataset.browse;
+    for (const tab of document.querySelectorAll("[data-browse]")) tab.setAttribute("aria-selected", String(tab === target));
+    return browse(false);
+  }
+  if (target.id === "browse-more") return browse(true);
   if (target.id === "detail-close") return $("detail").classList.remove("open");
   if (target.dataset.action) {
     const { action, id } = target.dataset;
@@ -313,6 +369,7 @@ async function start() {
   events.addEventListener("snapshot", (e) => { $("status").textContent = "live · " + new Date().toLocaleTimeString(); $("status").className = ""; render(JSON.parse(e.data)); });
   events.addEventListener("failure", (e) => { $("status").textContent = "database: " + JSON.parse(e.data).error; $("status").className = "down"; });
   events.onerror = () => { $("status").textContent = "dashboard unreachable, retrying…"; $("status").className = "down"; };
+  browse(false);
 }
 start();
 </script>

@@ -12,6 +12,7 @@ import * as Layer from "effect/Layer";
 import * as Stream from "effect/Stream";
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http";
 import {
+  browseJobs,
   cancelJob,
   dashboardSnapshot,
   deleteFinishedJob,
@@ -26,6 +27,7 @@ import {
   runJobNow,
   type AdminOptions,
   type AdminResult,
+  type BrowseFilter,
   type PauseResult,
   type PauseTarget,
   type ResumeResult,
@@ -103,6 +105,32 @@ const actorOf = (request: HttpServerRequest.HttpServerRequest): { by: string } |
   } catch (error) {
     return { error: error instanceof Error && !(error instanceof URIError) ? error.message : `${BY_HEADER} must be a URI-encoded name (got ${JSON.stringify(raw.slice(0, 40))})` };
   }
+};
+
+/** A time in a query: ISO 8601 text, or undefined when absent or empty; anything else is the caller's mistake. */
+const queryTime = (query: URLSearchParams, name: string): Date | undefined | string => {
+  const text = query.get(name);
+  if (text === null || text === "") return undefined;
+  const time = new Date(text);
+  return Number.isNaN(time.getTime()) ? `${name} must be a time like 2026-01-02T03:04:05Z (got ${JSON.stringify(text.slice(0, 40))})` : time;
+};
+
+/** The job browser's filter from a request's query (?state=dead&task=…); a string says what is wrong. */
+const browseFilterOf = (request: HttpServerRequest.HttpServerRequest): BrowseFilter | string => {
+  const query = new URL(request.url, "http://dashboard").searchParams;
+  const filter: Record<string, unknown> = { state: query.get("state") ?? "ready" };
+  for (const name of ["task", "queue", "worker", "key", "text", "order", "after"] as const) {
+    const value = query.get(name);
+    if (value !== null && value !== "") filter[name] = value;
+  }
+  const limit = query.get("limit");
+  if (limit !== null && limit !== "") filter.limit = Number(limit);
+  for (const name of ["from", "to"] as const) {
+    const time = queryTime(query, name);
+    if (typeof time === "string") return time;
+    if (time !== undefined) filter[name] = time;
+  }
+  return filter as unknown as BrowseFilter;
 };
 
 /** The pause target a request's query names: ?queue=<name> or ?task=<name>. */
@@ -226,6 +254,22 @@ export const dashboardRoutes = (options: DashboardOptions) => {
             { contentType: "text/event-stream", headers: { "cache-control": "no-cache" } },
           ),
         ),
+        true,
+      ),
+    ),
+    HttpRouter.add(
+      "GET",
+      "/api/jobs",
+      guarded(
+        Effect.gen(function* () {
+          const filter = browseFilterOf(yield* HttpServerRequest.HttpServerRequest);
+          if (typeof filter === "string") return json({ error: filter }, 400);
+          return yield* Effect.tryPromise({ try: () => browseJobs(db, filter, statements), catch: (error) => error }).pipe(
+            Effect.map((page) => json(page)),
+            // A filter browseJobs refuses is the caller's mistake, in its words.
+            Effect.catch((error) => Effect.succeed(error instanceof InvalidJobError ? json({ error: error.message }, 400) : failure(error))),
+          );
+        }),
         true,
       ),
     ),
