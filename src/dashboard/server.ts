@@ -37,7 +37,7 @@ import {
 import { checkOperatorName } from "../db/job-history.ts";
 import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.ts";
 import { createLogger, type Logger } from "../runtime/logger.ts";
-import { serveFetchHandler } from "../runtime/serve-fetch.ts";
+import { nodeListener, serveFetchHandler } from "../runtime/serve-fetch.ts";
 import { bearerToken, hostName, loopbackHosts, requestHost, tokenRefusal } from "./access.ts";
 import { jobActionMessage, pauseMessage, resumeMessage, type JobAction } from "./action-words.ts";
 import { LiveFeed } from "./live-feed.ts";
@@ -303,6 +303,17 @@ export const dashboardRoutes = (options: DashboardOptions) => {
 export const createDashboardHandler = (options: DashboardOptions) => {
   const { handler, dispose } = HttpRouter.toWebHandler(dashboardRoutes(options), { disableLogger: true });
   return { handler: (request: Request) => handler(request), dispose };
+};
+
+/**
+ * The dashboard as a node:http request listener, for a service on Express, Fastify or node:http:
+ * `app.use("/picket", listener)` in Express; in Fastify, a route for `/picket` and `/picket/*` that
+ * calls `reply.hijack()` then `listener(request.raw, reply.raw)`, with `prefix: "/picket"`.
+ * `dispose` releases it.
+ */
+export const createDashboardNodeHandler = (options: DashboardOptions & { prefix?: string }) => {
+  const { handler, dispose } = createDashboardHandler(options);
+  return { listener: nodeListener(handler, options.prefix === undefined ? {} : { prefix: options.prefix }), dispose };
 };
 
 /**

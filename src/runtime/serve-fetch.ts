@@ -101,6 +101,29 @@ const answer = async (handler: FetchHandler["handler"], req: IncomingMessage, re
   }
 };
 
+/**
+ * A Fetch-style handler as a node:http request listener, for a service that hands over Node's own
+ * request and response: Express (`app.use("/picket", listener)`, which takes its mount path off
+ * `req.url`), Fastify (`reply.hijack()` and the raw request, whose URL keeps the prefix: give it as
+ * `prefix`), or `http.createServer`. A page at the prefix without its trailing slash is
+ * redirected to it, so that the page's relative URLs resolve under the prefix.
+ */
+export const nodeListener =
+  (handler: FetchHandler["handler"], options: { prefix?: string } = {}) =>
+  (req: IncomingMessage & { originalUrl?: string }, res: ServerResponse): void => {
+    const full = req.originalUrl ?? req.url ?? "/";
+    const [fullPath = "/", query] = full.split(/\?(.*)/s, 2);
+    const prefix = options.prefix?.replace(/\/+$/, "");
+    const inner = prefix !== undefined && prefix !== "" && (fullPath === prefix || fullPath.startsWith(`${prefix}/`)) ? full.slice(prefix.length) : (req.url ?? "/");
+    const innerPath = inner.split("?")[0]!;
+    if (innerPath === "" || (innerPath === "/" && !fullPath.endsWith("/"))) {
+      res.writeHead(308, { location: `${fullPath}/${query === undefined ? "" : `?${query}`}` }).end();
+      return;
+    }
+    req.url = inner;
+    void answer(handler, req, res, `http://${req.headers.host ?? "localhost"}`);
+  };
+
 const toRequest = (req: IncomingMessage, origin: string, signal: AbortSignal): Request => {
   const headers = new Headers();
   for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!);
