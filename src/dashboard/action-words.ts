@@ -1,9 +1,9 @@
 // What an operator is told after an action, in words a person reads at 3 a.m.: what happened to
 // the job or the queue, and when nothing did, why and what to do instead. The API's answers carry
 // these as `message` beside the outcome a script reads.
-import type { AdminResult, PauseResult, PauseTarget, ResumeResult } from "../db/index.ts";
+import type { AdminAction, AdminResult, PauseResult, PauseTarget, ResumeResult } from "../db/index.ts";
 
-export type JobAction = "retry" | "cancel" | "run-now" | "delete";
+type JobAction = AdminAction;
 
 const DONE: Record<JobAction, string> = {
   retry: "will run again, with fresh attempts",

@@ -25,6 +25,7 @@ import {
   resumeClaims,
   retryDeadJob,
   runJobNow,
+  type AdminAction,
   type AdminOptions,
   type AdminResult,
   type BrowseFilter,
@@ -39,7 +40,7 @@ import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.
 import { createLogger, type Logger } from "../runtime/logger.ts";
 import { nodeListener, serveFetchHandler } from "../runtime/serve-fetch.ts";
 import { bearerToken, hostName, loopbackHosts, requestHost, tokenRefusal } from "./access.ts";
-import { jobActionMessage, pauseMessage, resumeMessage, type JobAction } from "./action-words.ts";
+import { jobActionMessage, pauseMessage, resumeMessage } from "./action-words.ts";
 import { LiveFeed } from "./live-feed.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
 
@@ -211,7 +212,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       false,
     );
 
-  const jobAction = (action: JobAction, run: (db: Queryable, id: string, options: AdminOptions) => Promise<AdminResult>) =>
+  const jobAction = (action: AdminAction, run: (db: Queryable, id: string, options: AdminOptions) => Promise<AdminResult>) =>
     write<AdminResult>(action, (_request, by) =>
       Effect.gen(function* () {
         const { id } = yield* HttpRouter.params;

@@ -26,7 +26,7 @@ const retryDeadSql = perSchema(
   UPDATE ${schema}.jobs AS j
   SET status = 'pending', prior_attempts = j.prior_attempts + j.attempts, attempts = 0, run_at = now(), finished_at = NULL,
       claim_token = NULL, locked_by = NULL, locked_at = NULL, lock_until = NULL, ${operatorSet(schema, "retry", "$2::text")}, updated_at = now()
-  WHERE j.id = $1::bigint AND j.status = 'dead'
+  WHERE j.id = ANY ($1::bigint[]) AND j.status = 'dead'
   RETURNING ${jobColumns("j")}`,
 );
 
@@ -40,7 +40,9 @@ const cancelSql = perSchema(
   (schema) => `
   WITH target AS (
     SELECT t.id, t.status AS was FROM ${schema}.jobs AS t
-    WHERE t.id = $1::bigint AND t.status IN ('pending', 'processing')
+    WHERE t.id = ANY ($1::bigint[]) AND t.status IN ('pending', 'processing')
+    -- In id order: two cancels of overlapping batches lock their rows in one order, never a deadlock.
+    ORDER BY t.id
     FOR UPDATE
   ), cancelled AS (
     UPDATE ${schema}.jobs AS j
@@ -59,7 +61,7 @@ const runNowSql = perSchema(
   (schema) => `
   UPDATE ${schema}.jobs AS j
   SET run_at = least(j.run_at, now()), ${operatorSet(schema, "run_now", "$2::text")}, updated_at = now()
-  WHERE j.id = $1::bigint AND j.status = 'pending'
+  WHERE j.id = ANY ($1::bigint[]) AND j.status = 'pending'
   RETURNING ${jobColumns("j")}`,
 );
 
@@ -69,7 +71,7 @@ const runNowSql = perSchema(
 const deleteFinishedSql = perSchema(
   (schema) => `
   DELETE FROM ${schema}.jobs AS j
-  WHERE j.id = $1::bigint AND j.status IN ('completed', 'dead', 'cancelled')
+  WHERE j.id = ANY ($1::bigint[]) AND j.status IN ('completed', 'dead', 'cancelled')
   RETURNING ${jobColumns("j")}`,
 );
 
@@ -94,15 +96,28 @@ const checkId = (id: JobId | number): string => {
   return text;
 };
 
-/** An admin statement on one job: $1 its id, and $2 who asked, when the statement records it. */
-const adminWrite = (sql: (schema: string) => string, recordsWho = true) =>
+/**
+ * The admin statements by action. Each takes $1, an array of job ids (one job's, or a bulk
+ * action's batch: src/db/bulk.ts) and, when it records who asked, $2; each returns the rows it
+ * changed.
+ */
+export const ADMIN_STATEMENTS = {
+  retry: { sql: retryDeadSql, recordsWho: true },
+  cancel: { sql: cancelSql, recordsWho: true },
+  "run-now": { sql: runNowSql, recordsWho: true },
+  delete: { sql: deleteFinishedSql, recordsWho: false },
+} as const;
+export type AdminAction = keyof typeof ADMIN_STATEMENTS;
+
+/** An admin statement on one job, its outcome told apart: applied, not found, the wrong status, a key taken. */
+const adminWrite = ({ sql, recordsWho }: (typeof ADMIN_STATEMENTS)[AdminAction]) =>
   async (db: Queryable, id: JobId | number, options: AdminOptions = {}): Promise<AdminResult> => {
     const schema = options.schema ?? DEFAULT_SCHEMA;
     const jobId = checkId(id);
     const by = checkOperatorName(options.by);
     let rows: Job[];
     try {
-      ({ rows } = await runStatement<Job>(db, { text: sql(schema), values: recordsWho ? [jobId, by] : [jobId] }, options));
+      ({ rows } = await runStatement<Job>(db, { text: sql(schema), values: recordsWho ? [[jobId], by] : [[jobId]] }, options));
     } catch (error) {
       // Making the job live again collided with the live job that holds its dedupe key.
       if (!isUniqueViolation(error)) throw error;
@@ -122,7 +137,7 @@ const adminWrite = (sql: (schema: string) => string, recordsWho = true) =>
  * A dead job gets a fresh set of attempts and is ready at once; its history is kept, gains a
  * "retry" entry naming `by`, and its next attempts are numbered on from the last one.
  */
-export const retryDeadJob = adminWrite(retryDeadSql);
+export const retryDeadJob = adminWrite(ADMIN_STATEMENTS.retry);
 
 /**
  * A live job is cancelled: a pending one never runs; a processing one's handler is interrupted by
@@ -130,19 +145,19 @@ export const retryDeadJob = adminWrite(retryDeadSql);
  * recorded. A job that finished first reports wrong_status with the status it finished with. The
  * job's history gains a "cancel" entry naming `by`.
  */
-export const cancelJob = adminWrite(cancelSql);
+export const cancelJob = adminWrite(ADMIN_STATEMENTS.cancel);
 
 /**
  * A pending job waiting for its run time (delayed, or backing off after a failure) is due at once.
  * Its history gains a "run_now" entry naming `by`. Any other status: wrong_status.
  */
-export const runJobNow = adminWrite(runNowSql);
+export const runJobNow = adminWrite(ADMIN_STATEMENTS["run-now"]);
 
 /**
  * A finished job (completed, dead or cancelled) is deleted with its recorded steps. A live job
  * is refused (wrong_status): cancel it first.
  */
-export const deleteFinishedJob = adminWrite(deleteFinishedSql, false);
+export const deleteFinishedJob = adminWrite(ADMIN_STATEMENTS.delete);
 
 export const getJob = async (db: Queryable, id: JobId | number, options: StatementOptions = {}): Promise<Job | null> => {
   const { rows } = await runStatement<Job>(db, { text: getJobSql(options.schema ?? DEFAULT_SCHEMA), values: [checkId(id)] }, options);

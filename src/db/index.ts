@@ -1,5 +1,6 @@
 // The database half of picket: every SQL statement, its row types, migrations and the pool.
 export * from "./admin.ts";
+export * from "./bulk.ts";
 export * from "./claim.ts";
 export * from "./claim-limited.ts";
 export * from "./embedded.ts";

@@ -75,7 +75,7 @@ export const MAX_BROWSE_PAGE = 200;
 /** Rows one page's scan reads at most, whatever the filters: its cost's bound. */
 export const SCAN_BUDGET = 5_000;
 
-interface StateQuery {
+export interface StateQuery {
   /** The index predicate: the state's rows, as its index is partial on. */
   where: string;
   /** The state's time column. */
@@ -88,7 +88,7 @@ interface StateQuery {
 // Each state's rows and time, chosen so that its index serves both: jobs_pending_browse_idx
 // (run_at, id) for the pending three, jobs_sweep_idx for running (the rows are as many as the
 // workers' slots), jobs_dead/cancelled_browse_idx and jobs_finished_idx (finished_at) for the ends.
-const STATES: Record<BrowseState, StateQuery> = {
+export const STATES: Record<BrowseState, StateQuery> = {
   ready: { where: "j.status = 'pending' AND j.run_at <= now()", time: "j.run_at", defaultOrder: "oldest" },
   scheduled: { where: "j.status = 'pending' AND j.run_at > now()", time: "j.run_at", also: "j.attempts = 0", defaultOrder: "oldest" },
   retrying: { where: "j.status = 'pending' AND j.run_at > now()", time: "j.run_at", also: "j.attempts > 0", defaultOrder: "oldest" },
