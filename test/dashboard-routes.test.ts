@@ -235,3 +235,31 @@ describe("the job browser's route", () => {
     expect((await mounted({ token: TOKEN, tokenForReads: true })("/api/jobs?state=dead")).status).toBe(401);
   });
 });
+
+describe("the bulk routes", () => {
+  it("count, then act on at most the count confirmed; refuse an unknown action, a state it cannot change, or no count", async () => {
+    await migrate(db.pool, { schema: "dash_bulk" });
+    const logs = captureLogs();
+    const request = mounted({ statements: { schema: "dash_bulk" }, token: TOKEN, logger: logs.logger });
+    const bearer = { authorization: `Bearer ${TOKEN}` };
+    await db.pool.query("INSERT INTO dash_bulk.jobs (type, status, finished_at) SELECT 'b', 'dead', now() - g * interval '1 minute' FROM generate_series(1, 5) AS g");
+    expect(await (await request("/api/bulk/retry/count?state=dead&task=b")).json()).toEqual({ count: 5 });
+    const done = await request("/api/bulk/retry?state=dead&task=b&expected=3", { method: "POST", headers: { ...bearer, "x-picket-by": "Kim" } });
+    expect(done.status).toBe(200);
+    expect(await done.json()).toEqual({ applied: 3, skipped: 0, batches: 1, outcome: "applied", message: "3 jobs will run again (1 batch)" });
+    expect(logs.lines.filter((l) => l.msg === "dashboard action").map((l) => [l.action, l.on, l.by])).toEqual([["bulk", "retry 3 dead jobs of task b", "dashboard: Kim"]]);
+    for (const [path, method, status, error] of [
+      ["/api/bulk/explode/count?state=dead", "GET", 400, 'a bulk action is one of retry, cancel, run-now, delete (got "explode")'],
+      ["/api/bulk/retry/count?state=ready", "GET", 400, 'picket: retry applies to dead jobs, not "ready" ones.'],
+      ["/api/bulk/delete?state=dead", "POST", 400, "say how many jobs you confirmed: ?expected=<the count>, from GET api/bulk/<action>/count"],
+      ["/api/bulk/delete?state=dead&before=soon&expected=1", "POST", 400, 'before must be a time like 2026-01-02T03:04:05Z (got "soon")'],
+    ] as const) {
+      const refused = await request(path, { method, headers: bearer });
+      expect(refused.status, path).toBe(status);
+      expect((await refused.json()).error, path).toBe(error);
+    }
+    // A write: the token first.
+    expect((await request("/api/bulk/delete?state=dead&expected=1", { method: "POST" })).status).toBe(401);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM dash_bulk.jobs WHERE status = 'dead'")).rows[0].n).toBe(2);
+  });
+});

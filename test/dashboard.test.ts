@@ -310,6 +310,47 @@ describe("the console's actions in a browser", () => {
     }
   });
 
+  it("runs a bulk action over the filter shown, after confirming its count, and keeps things as they are when told to", async () => {
+    await db.pool.query(`
+      INSERT INTO picket.jobs (type, status, queue, run_at) SELECT 'bulked', 'pending', CASE WHEN g <= 30 THEN 'bulk-q' ELSE 'bulk-other' END, now() + interval '1 hour'
+      FROM generate_series(1, 35) AS g`);
+    await db.pool.query(`INSERT INTO picket.jobs (type, status, finished_at) SELECT 'bulk-dead', 'dead', now() FROM generate_series(1, 3)`);
+    const served = await dashboard(TOKEN);
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const count = async (sql: string) => (await db.pool.query(sql)).rows[0].n as number;
+    try {
+      await page.goto(served.url);
+      await page.fill("#token", TOKEN);
+      await page.locator("#token").dispatchEvent("change");
+      await page.locator('[data-browse="scheduled"]').click();
+      await page.fill('#browse-form input[name="queue"]', "bulk-q");
+      await page.keyboard.press("Enter");
+      await expect.poll(() => page.locator('[data-testid="browse-row"]').count(), { timeout: 5_000 }).toBe(30);
+      await page.locator('[data-bulk="cancel"]').click();
+      await expect.poll(() => page.locator("#confirm-text").textContent(), { timeout: 5_000 }).toBe(
+        "Cancel 30 scheduled jobs in queue bulk-q? Pending ones never run; running ones are told to stop. At most that many are changed, in batches.",
+      );
+      expect(await page.locator("#confirm-go").textContent()).toBe("cancel 30");
+      await page.locator("#confirm-go").click();
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe("30 jobs cancelled (1 batch)");
+      expect(await count("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'bulked' AND status = 'cancelled' AND queue = 'bulk-q'")).toBe(30);
+      expect(await count("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'bulked' AND status = 'pending'")).toBe(5);
+      await expect.poll(() => page.locator('[data-testid="browse-empty"]').count(), { timeout: 5_000 }).toBe(1);
+      // Asked, then kept as they are: nothing changes.
+      await page.locator('[data-browse="dead"]').click();
+      await page.fill('#browse-form input[name="queue"]', "");
+      await page.fill('#browse-form input[name="task"]', "bulk-dead");
+      await page.keyboard.press("Enter");
+      await page.locator('[data-bulk="retry"]').click();
+      await expect.poll(() => page.locator("#confirm-text").textContent(), { timeout: 5_000 }).toMatch(/^Retry 3 dead jobs of task bulk-dead\?/);
+      await page.keyboard.press("Escape");
+      expect(await count("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'bulk-dead' AND status = 'dead'")).toBe(3);
+    } finally {
+      await page.close();
+      await served.stop();
+    }
+  });
+
   it("fits a phone's width, a laptop's and a wide screen's without sideways scrolling", async () => {
     const busy = defineTask({ name: "layout-task-with-a-rather-long-name", handler: () => new Promise<never>(() => undefined) });
     await enqueueJob(db.pool, { type: "layout-task-with-a-rather-long-name", queue: "layout-queue" });

@@ -1,7 +1,7 @@
 // What an operator is told after an action, in words a person reads at 3 a.m.: what happened to
 // the job or the queue, and when nothing did, why and what to do instead. The API's answers carry
 // these as `message` beside the outcome a script reads.
-import type { AdminAction, AdminResult, PauseResult, PauseTarget, ResumeResult } from "../db/index.ts";
+import type { AdminAction, AdminResult, BulkResult, PauseResult, PauseTarget, ResumeResult } from "../db/index.ts";
 
 type JobAction = AdminAction;
 
@@ -50,3 +50,11 @@ export const pauseMessage = (target: PauseTarget, result: PauseResult): string =
 
 export const resumeMessage = (target: PauseTarget, result: ResumeResult): string =>
   result.outcome === "applied" ? `${named(target)} resumed: workers claim its jobs again` : `${named(target)} was not paused: nothing changed`;
+
+const BULK_DONE: Record<JobAction, string> = { retry: "will run again", cancel: "cancelled", "run-now": "made due now", delete: "deleted" };
+const jobs = (n: number) => `${n.toLocaleString("en-US")} job${n === 1 ? "" : "s"}`;
+
+export const bulkMessage = (action: JobAction, result: BulkResult): string =>
+  `${jobs(result.applied)} ${BULK_DONE[action]}` +
+  (result.skipped > 0 ? `; ${jobs(result.skipped)} left as they were (changed meanwhile${action === "retry" ? ", or their key is held by a live job" : ""})` : "") +
+  ` (${result.batches} batch${result.batches === 1 ? "" : "es"})`;

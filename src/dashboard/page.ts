@@ -82,9 +82,11 @@ export const DASHBOARD_PAGE = `<!doctype html>
       <label>worker <input name="worker" autocomplete="off"></label>
       <label>key <input name="key" autocomplete="off"></label>
       <label>search <input name="text" autocomplete="off" placeholder="a job id, or text in payload or error"></label>
+      <label>before <input name="before" type="datetime-local" step="1"></label>
       <select name="order" aria-label="order"><option value="">usual order</option><option value="newest">newest first</option><option value="oldest">oldest first</option></select>
       <button type="submit">find</button>
     </form>
+    <div id="bulk" class="buttons"></div>
     <div id="browse-results"></div>
   </section>
   <section><h2>Over the last minutes</h2><div id="history"></div></section>
@@ -293,10 +295,43 @@ const BROWSE = [
 ];
 let browseState = "ready";
 let browseCursor = null;
+// The bulk actions each state offers (what the server would refuse is not shown).
+const BULK = {
+  ready: [["cancel", "cancel all"]], scheduled: [["run-now", "run all now"], ["cancel", "cancel all"]], retrying: [["run-now", "run all now"], ["cancel", "cancel all"]],
+  running: [["cancel", "cancel all"]], dead: [["retry", "retry all"], ["delete", "delete all"]], completed: [["delete", "delete all"]], cancelled: [["delete", "delete all"]],
+};
+const BULK_VERB = { retry: "Retry", cancel: "Cancel", "run-now": "Run now", delete: "Delete" };
+const BULK_AFTER = { retry: "They run again with fresh attempts.", cancel: "Pending ones never run; running ones are told to stop.", "run-now": "They become due at once.", delete: "This cannot be undone." };
+function filterParams() {
+  const params = new URLSearchParams({ state: browseState });
+  for (const [name, value] of new FormData($("browse-form"))) {
+    if (!value) continue;
+    if (name === "before") params.set("before", new Date(value).toISOString());
+    else params.set(name, value);
+  }
+  return params;
+}
+function renderBulk() {
+  $("bulk").innerHTML = BULK[browseState].map(([action, label]) => '<button type="button" data-bulk="' + action + '">' + label + "</button>").join(" ");
+}
+async function bulk(action) {
+  const all = filterParams();
+  const params = new URLSearchParams({ state: browseState });
+  for (const name of ["task", "queue", "before"]) if (all.get(name)) params.set(name, all.get(name));
+  const counted = await fetch("api/bulk/" + action + "/count?" + params, withToken());
+  const body = await counted.json();
+  if (!counted.ok) return tell(body.error, true);
+  if (body.count === 0) return tell("no " + browseState + " jobs match: nothing to do", false);
+  const what = body.count.toLocaleString("en-US") + " " + browseState + " job" + (body.count === 1 ? "" : "s") + (params.get("task") ? " of task " + params.get("task") : "") + (params.get("queue") ? " in queue " + params.get("queue") : "") + (params.get("before") ? " before " + new Date(params.get("before")).toLocaleString() : "");
+  params.set("expected", String(body.count));
+  await act("api/bulk/" + action + "?" + params, [BULK_VERB[action] + " " + what + "? " + BULK_AFTER[action] + " At most that many are changed, in batches.", BULK_VERB[action].toLowerCase() + " " + body.count.toLocaleString("en-US")]);
+  browse(false);
+}
 $("browse-tabs").innerHTML = BROWSE.map(([state]) => '<button type="button" role="tab" data-browse="' + state + '" aria-selected="' + (state === browseState) + '">' + state + "</button>").join("");
 async function browse(more) {
-  const params = new URLSearchParams({ state: browseState });
-  for (const [name, value] of new FormData($("browse-form"))) if (value) params.set(name, value);
+  renderBulk();
+  const params = filterParams();
+  if (params.get("before")) { params.set("to", params.get("before")); params.delete("before"); }
   // A job id typed in the search box opens that job.
   const text = params.get("text");
   if (text && /^[1-9][0-9]{0,18}$/.test(text.trim())) return openJob(text.trim());
@@ -342,6 +377,7 @@ document.addEventListener("click", async (event) => {
     return browse(false);
   }
   if (target.id === "browse-more") return browse(true);
+  if (target.dataset.bulk) return bulk(target.dataset.bulk);
   if (target.id === "detail-close") return $("detail").classList.remove("open");
   if (target.dataset.action) {
     const { action, id } = target.dataset;

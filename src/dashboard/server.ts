@@ -12,7 +12,10 @@ import * as Layer from "effect/Layer";
 import * as Stream from "effect/Stream";
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http";
 import {
+  applyBulk,
+  BULK_STATES,
   browseJobs,
+  countBulk,
   cancelJob,
   dashboardSnapshot,
   deleteFinishedJob,
@@ -29,6 +32,8 @@ import {
   type AdminOptions,
   type AdminResult,
   type BrowseFilter,
+  type BulkFilter,
+  type BulkResult,
   type PauseResult,
   type PauseTarget,
   type ResumeResult,
@@ -40,7 +45,7 @@ import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.
 import { createLogger, type Logger } from "../runtime/logger.ts";
 import { nodeListener, serveFetchHandler } from "../runtime/serve-fetch.ts";
 import { bearerToken, hostName, loopbackHosts, requestHost, tokenRefusal } from "./access.ts";
-import { jobActionMessage, pauseMessage, resumeMessage } from "./action-words.ts";
+import { bulkMessage, jobActionMessage, pauseMessage, resumeMessage } from "./action-words.ts";
 import { LiveFeed } from "./live-feed.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
 
@@ -133,6 +138,22 @@ const browseFilterOf = (request: HttpServerRequest.HttpServerRequest): BrowseFil
   }
   return filter as unknown as BrowseFilter;
 };
+
+/** A bulk action's filter from a request's query (?state=dead&task=…&before=…); a string says what is wrong. */
+const bulkFilterOf = (request: HttpServerRequest.HttpServerRequest): BulkFilter | string => {
+  const query = new URL(request.url, "http://dashboard").searchParams;
+  const filter: Record<string, unknown> = { state: query.get("state") ?? "" };
+  for (const name of ["task", "queue"] as const) {
+    const value = query.get(name);
+    if (value !== null && value !== "") filter[name] = value;
+  }
+  const before = queryTime(query, "before");
+  if (typeof before === "string") return before;
+  if (before !== undefined) filter.before = before;
+  return filter as unknown as BulkFilter;
+};
+
+const isBulkAction = (action: string | undefined): action is AdminAction => action !== undefined && Object.hasOwn(BULK_STATES, action);
 
 /** The pause target a request's query names: ?queue=<name> or ?task=<name>. */
 const pauseTargetOf = (request: HttpServerRequest.HttpServerRequest): PauseTarget | undefined => {
@@ -292,6 +313,44 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     HttpRouter.add("POST", "/api/jobs/:id/cancel", jobAction("cancel", cancelJob)),
     HttpRouter.add("POST", "/api/jobs/:id/run-now", jobAction("run-now", runJobNow)),
     HttpRouter.add("POST", "/api/jobs/:id/delete", jobAction("delete", deleteFinishedJob)),
+    // A bulk action: first its count (what the operator is asked to confirm), then the action on at
+    // most that many (?expected=<count>), in batches.
+    HttpRouter.add(
+      "GET",
+      "/api/bulk/:action/count",
+      guarded(
+        Effect.gen(function* () {
+          const { action } = yield* HttpRouter.params;
+          if (!isBulkAction(action)) return json({ error: `a bulk action is one of ${Object.keys(BULK_STATES).join(", ")} (got ${JSON.stringify(action ?? "")})` }, 400);
+          const filter = bulkFilterOf(yield* HttpServerRequest.HttpServerRequest);
+          if (typeof filter === "string") return json({ error: filter }, 400);
+          return yield* Effect.tryPromise({ try: () => countBulk(db, action, filter, statements), catch: (error) => error }).pipe(
+            Effect.map((count) => json({ count })),
+            Effect.catch((error) => Effect.succeed(error instanceof InvalidJobError ? json({ error: error.message }, 400) : failure(error))),
+          );
+        }),
+        true,
+      ),
+    ),
+    HttpRouter.add(
+      "POST",
+      "/api/bulk/:action",
+      write<BulkResult & { outcome: string }>("bulk", (request, by) =>
+        Effect.gen(function* () {
+          const { action } = yield* HttpRouter.params;
+          if (!isBulkAction(action)) return json({ error: `a bulk action is one of ${Object.keys(BULK_STATES).join(", ")} (got ${JSON.stringify(action ?? "")})` }, 400);
+          const filter = bulkFilterOf(request);
+          if (typeof filter === "string") return json({ error: filter }, 400);
+          const expected = Number(new URL(request.url, "http://dashboard").searchParams.get("expected"));
+          if (!Number.isInteger(expected) || expected < 1) return json({ error: "say how many jobs you confirmed: ?expected=<the count>, from GET api/bulk/<action>/count" }, 400);
+          const on = `${expected} ${filter.state} jobs${filter.task ? ` of task ${filter.task}` : ""}${filter.queue ? ` in queue ${filter.queue}` : ""}${filter.before ? ` before ${filter.before.toISOString()}` : ""}`;
+          return yield* Effect.tryPromise({ try: () => applyBulk(db, action, filter, { ...statements, expected, by }), catch: (error) => error }).pipe(
+            Effect.map((result) => ({ result: { ...result, outcome: "applied" }, message: bulkMessage(action, result), on: `${action} ${on}` })),
+            Effect.catch((error) => Effect.succeed(error instanceof InvalidJobError ? json({ error: error.message }, 400) : failure(error))),
+          );
+        }),
+      ),
+    ),
     HttpRouter.add("POST", "/api/pause", pauseAction("pause")),
     HttpRouter.add("POST", "/api/resume", pauseAction("resume")),
   );
