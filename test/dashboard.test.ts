@@ -79,14 +79,21 @@ describe("the dashboard in a browser", () => {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
     try {
       await page.goto(served.url);
-      // The worker, its supervisor machine lit in a running state, and the held job lit in running.
+      // The worker's row; its page: the supervisor machine lit in a running state, the jobs it holds.
       const worker = page.locator('[data-testid="worker"][data-worker-id="w-dash"]');
       await worker.waitFor({ timeout: 10_000 });
-      await expect.poll(() => worker.locator('[data-machine="supervisor"]').getAttribute("data-lit"), { timeout: 5_000 }).toBe("running");
-      const job = worker.locator(`[data-testid="job"][data-job-id="${held.id}"]`);
+      await expect.poll(() => worker.locator('[data-col="running"]').textContent(), { timeout: 5_000 }).toBe("2");
+      await worker.locator("a[data-worker]").click();
+      const workerPage = page.locator("#worker-body");
+      await expect.poll(() => workerPage.locator('[data-machine="supervisor"]').getAttribute("data-lit"), { timeout: 5_000 }).toBe("running");
+      const job = workerPage.locator(`[data-testid="worker-job"][data-job-id="${held.id}"]`);
       await job.waitFor({ timeout: 5_000 });
-      expect(await job.locator(".state.lit").getAttribute("data-state")).toBe("running");
-      expect(await job.locator(".state").count()).toBe(Object.keys(jobMachine.root.states).length); // every state is drawn
+      await expect.poll(() => job.locator('[data-col="state"]').textContent(), { timeout: 5_000 }).toBe("running");
+      // The held job's own page: its machine, every state drawn, lit in running.
+      await job.locator("a.job").click();
+      const machine = page.locator('[data-testid="job-machine"]');
+      await expect.poll(() => machine.locator(".state.lit").getAttribute("data-state"), { timeout: 5_000 }).toBe("running");
+      expect(await machine.locator(".state").count()).toBe(Object.keys(jobMachine.root.states).length);
       // The queue by task, from the table.
       await expect.poll(() => page.locator('[data-task="gated"] [data-col="processing"]').textContent(), { timeout: 5_000 }).toBe("1");
       // Ready and scheduled apart: a delayed job does not make the task look stuck.
@@ -121,8 +128,8 @@ describe("the dashboard in a browser", () => {
       // A job's history: status, attempts, each error with its stack, numbered across the retry, which has its own line.
       await page.locator(`a.job[data-open="${dead.id}"]`).first().click();
       const detail = page.locator('[data-testid="detail"]');
-      await detail.waitFor({ timeout: 5_000 });
-      expect(await detail.textContent()).toMatch(/PermanentError: the card was declined/);
+      await expect.poll(() => page.locator("#detail-id").textContent(), { timeout: 5_000 }).toBe(dead.id);
+      await expect.poll(() => detail.textContent(), { timeout: 5_000 }).toMatch(/PermanentError: the card was declined/);
       expect(await detail.textContent()).toMatch(/attempts1 of \d+ since the last retry, 2 in all/);
       const stamp = "\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z";
       expect(await detail.locator('[data-testid="history-attempt"]').allTextContents()).toEqual([
@@ -141,7 +148,7 @@ describe("the dashboard in a browser", () => {
       await page.locator("#confirm-go").click();
       await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`job ${stepped.id} is cancelled (if it was running, its handler is being stopped)`);
       await expect.poll(async () => (await row(db.pool, stepped.id)).status, { timeout: 5_000 }).toBe("cancelled");
-      await expect.poll(() => worker.locator(`[data-testid="job"][data-job-id="${stepped.id}"]`).count(), { timeout: 5_000 }).toBe(0);
+      await expect.poll(() => workerPage.locator(`[data-testid="worker-job"][data-job-id="${stepped.id}"]`).count(), { timeout: 5_000 }).toBe(0);
       // The held job finishes: it leaves the worker's list.
       release();
       await expect.poll(() => job.count(), { timeout: 5_000 }).toBe(0);
@@ -351,6 +358,43 @@ describe("the console's actions in a browser", () => {
     }
   });
 
+  it("lists a hundred workers holding 10,000 jobs, first rendered within a generous bound, each worker's page on demand", async () => {
+    // 100 workers' heartbeats, each sampling 100 held jobs; the 10,000 jobs processing in the table.
+    await db.pool.query(`
+      INSERT INTO picket.jobs (type, status, claim_token, locked_by, locked_at, lock_until, attempts)
+      SELECT 'held-many', 'processing', gen_random_uuid(), 'w-many-' || (g % 100), now(), now() + interval '1 hour', 1 FROM generate_series(0, 9999) AS g`);
+    const { rows: held } = await db.pool.query("SELECT id, locked_by FROM picket.jobs WHERE type = 'held-many' ORDER BY id");
+    for (let w = 0; w < 100; w++) {
+      const id = `w-many-${w}`;
+      const jobs = held.filter((row) => row.locked_by === id).map((row) => ({ id: row.id, type: "held-many", state: "running" }));
+      await beat(db.pool, { id, host: `host-${w % 10}`, pid: 1000 + w, version: "test", startedAt: new Date(), concurrency: 100, state: "running", jobs, running: jobs.length, waiting: 0, tasks: ["held-many"], completedPerSecond: {} });
+    }
+    const served = await dashboard();
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    try {
+      const snapshot = await (await fetch(`${served.url}api/snapshot`)).json();
+      // The live snapshot carries the workers' rows, not the 10,000 jobs they sampled.
+      expect(snapshot.workers.filter((w: { id: string }) => w.id.startsWith("w-many-")).length).toBe(100);
+      expect(snapshot.workers.every((w: object) => !("jobs" in w))).toBe(true);
+      await page.goto(served.url);
+      await expect.poll(() => page.locator('[data-testid="worker"][data-worker-id^="w-many-"]').count(), { timeout: 10_000 }).toBe(100);
+      const firstRender = await page.evaluate(() => performance.getEntriesByName("picket-first-render")[0]?.startTime ?? null);
+      // The issue asks for 300 ms; measured on an idle machine in docs/benchmarks.md. Here, a bound a loaded CI machine keeps.
+      expect(firstRender).not.toBeNull();
+      expect(firstRender!).toBeLessThan(5_000);
+      process.stdout.write(`dashboard first render with 100 workers and 10,000 held jobs: ${Math.round(firstRender!)} ms\n`);
+      // A worker's page: its jobs from the table (attempt, how long held), their machines from its heartbeat.
+      await page.locator('[data-worker-id="w-many-7"] a[data-worker]').click();
+      await expect.poll(() => page.locator('[data-testid="worker-job"]').count(), { timeout: 5_000 }).toBe(100);
+      expect(await page.locator('[data-testid="worker-job"] [data-col="state"]').first().textContent()).toBe("running");
+    } finally {
+      await page.close();
+      await served.stop();
+      await db.pool.query("DELETE FROM picket.workers WHERE id LIKE 'w-many-%'");
+      await db.pool.query("DELETE FROM picket.jobs WHERE type = 'held-many'");
+    }
+  });
+
   it("fits a phone's width, a laptop's and a wide screen's without sideways scrolling", async () => {
     const busy = defineTask({ name: "layout-task-with-a-rather-long-name", handler: () => new Promise<never>(() => undefined) });
     await enqueueJob(db.pool, { type: "layout-task-with-a-rather-long-name", queue: "layout-queue" });
@@ -362,7 +406,9 @@ describe("the console's actions in a browser", () => {
         const page = await browser.newPage({ viewport: { width, height: 900 } });
         try {
           await page.goto(served.url);
-          await page.locator('[data-testid="worker"][data-worker-id="w-layout"] [data-testid="job"]').waitFor({ timeout: 10_000 });
+          await page.locator('[data-testid="worker"][data-worker-id="w-layout"]').waitFor({ timeout: 10_000 });
+          await page.locator('[data-testid="worker"][data-worker-id="w-layout"] a[data-worker]').click();
+          await page.locator('[data-testid="worker-job"]').waitFor({ timeout: 10_000 });
           await page.locator('[data-queue="layout-queue"]').waitFor({ timeout: 10_000 });
           // The page itself never scrolls sideways; a wide table scrolls inside its own panel.
           expect(await page.evaluate(() => document.documentElement.scrollWidth), `${width}px`).toBeLessThanOrEqual(width);

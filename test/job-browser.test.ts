@@ -60,7 +60,7 @@ describe("browsing jobs", () => {
     const [dead] = (await browseJobs(db.pool, { state: "dead" }, { schema })).jobs;
     expect(dead).toEqual({
       id: "6", type: "t", status: "dead", queue: null, key: null, priority: 0, attempts: 3, maxAttempts: null, lockedBy: null,
-      lastError: "gave up", runAt: expect.any(Date), createdAt: expect.any(Date), finishedAt: expect.any(Date), at: dead!.finishedAt,
+      lastError: "gave up", progress: null, runAt: expect.any(Date), createdAt: expect.any(Date), finishedAt: expect.any(Date), at: dead!.finishedAt,
     });
     expect((await browseJobs(db.pool, { state: "running" }, { schema })).jobs[0]).toMatchObject({ lockedBy: "w-browse", at: expect.any(Date) });
   });

@@ -40,8 +40,8 @@ export const DASHBOARD_PAGE = `<!doctype html>
   svg .state.lit rect { fill: var(--lit); stroke: var(--lit); }
   svg .state.lit text { fill: #fff; font-weight: 600; }
   svg .edge { stroke: #b8bfcc; fill: none; marker-end: url(#arrow); }
-  #detail { display: none; }
-  #detail.open { display: block; }
+  #detail, #worker-panel { display: none; }
+  #detail.open, #worker-panel.open { display: block; }
   input { font: inherit; padding: 2px 6px; }
   section { overflow-x: auto; }
   /* What an action did: fixed at the bottom, where it is seen wherever the button was. */
@@ -91,6 +91,7 @@ export const DASHBOARD_PAGE = `<!doctype html>
   </section>
   <section><h2>Over the last minutes</h2><div id="history"></div></section>
   <section class="wide"><h2>Workers</h2><div id="workers"></div></section>
+  <section class="wide" id="worker-panel"><h2>Worker <span id="worker-id"></span> <button id="worker-close">close</button></h2><div id="worker-body"></div></section>
   <section class="wide"><h2>Schedules</h2><div id="schedules"></div></section>
   <section><h2>Recent failures (retrying)</h2><div id="retrying"></div></section>
   <section><h2>Dead jobs</h2><div id="dead"></div></section>
@@ -197,9 +198,11 @@ function historyEntry(e) {
 // How long ago an ISO time was, for a person: "42 s", "3 min", "2 h".
 const waited = (at) => { const s = Math.max(0, (Date.now() - new Date(at).getTime()) / 1000); return s < 120 ? Math.round(s) + " s" : s < 7200 ? Math.round(s / 60) + " min" : Math.round(s / 3600) + " h"; };
 const pauseButton = (kind, name, paused) => '<button data-' + (paused ? "resume" : "pause") + '="' + kind + '" data-name="' + esc(name) + '">' + (paused ? "resume" : "pause") + "</button>";
+let firstRendered = false;
 function render(s) {
   const pausedTasks = new Set((s.paused ?? []).filter((p) => p.kind === "task").map((p) => p.name));
-  const tasks = [...new Set([...s.depth.map((d) => d.type), ...s.finished.map((f) => f.type), ...pausedTasks])].sort();
+  // Every task with live or recent jobs, every task a live worker runs (to pause one before its jobs come), every paused one.
+  const tasks = [...new Set([...s.depth.map((d) => d.type), ...s.finished.map((f) => f.type), ...s.handlers.handled, ...pausedTasks])].sort();
   const live = (type, state) => s.depth.filter((r) => r.type === type && r.state === state).reduce((n, r) => n + r.count, 0);
   const rate = (type, status) => s.finished.filter((r) => r.type === type && r.status === status).reduce((n, r) => n + r.count, 0) / s.finishedWindowSeconds;
   history.push({ at: Date.now(), tasks: Object.fromEntries(tasks.map((t) => [t, { ready: live(t, "ready"), done: rate(t, "completed") }])) });
@@ -222,16 +225,16 @@ function render(s) {
     return "<div><b>" + esc(t) + '</b> <span class="muted">ready (max ' + Math.max(...ready) + ")</span><br>" + spark(ready, Math.max(...ready)) +
       '<br><span class="muted">completed per second (max ' + Math.max(...done).toFixed(1) + ")</span><br>" + spark(done, Math.max(...done)) + "</div>";
   }).join("") || '<p class="muted">no history yet</p>';
-  $("workers").innerHTML = s.workers.length === 0 ? '<p class="muted">no worker has written a heartbeat</p>' : s.workers.map((w) => {
-    const silent = w.silentMs > 10000;
-    const jobs = w.jobs.slice(0, 12).map((j) => '<div data-testid="job" data-job-id="' + esc(j.id) + '" data-state="' + esc(j.state) + '">' + chart("job", j.state, 'job <a class="job" href="#job-' + esc(j.id) + '" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a> · " + esc(j.type) + " · " + esc(j.state)) + '<button data-action="cancel" data-id="' + esc(j.id) + '">cancel</button></div>').join("");
-    return '<div class="worker" data-testid="worker" data-worker-id="' + esc(w.id) + '"><h3>' + esc(w.id) + '</h3><div class="muted">' + esc(w.host) + " · pid " + w.pid + " · picket " + esc(w.version) + " · since " + new Date(w.startedAt).toLocaleString() +
-      ' · <span class="' + (silent ? "bad" : "") + '">last beat ' + (w.silentMs / 1000).toFixed(1) + " s ago</span> · concurrency " + w.concurrency + " · running " + w.running + " · waiting " + w.waiting + "</div>" +
-      '<div class="charts">' + chart("supervisor", w.state, "supervisor · " + esc(w.state)) + jobs + (w.jobs.length < w.running + w.waiting ? '<div class="muted">… ' + (w.running + w.waiting - w.jobs.length) + " more</div>" : "") + "</div></div>";
-  }).join("");
+  // One row a worker, a hundred of them at a glance; a worker's page (openWorker) has its machine and jobs.
+  $("workers").innerHTML = s.workers.length === 0 ? '<p class="muted">no worker has written a heartbeat</p>' :
+    '<table data-testid="workers"><thead><tr><th>worker</th><th>host</th><th class="num">pid</th><th>version</th><th>state</th><th class="num">concurrency</th><th class="num">running</th><th class="num">waiting</th><th>last beat</th><th>started</th></tr></thead><tbody>' +
+    s.workers.map((w) => '<tr data-testid="worker" data-worker-id="' + esc(w.id) + '"><td><a class="job" href="#worker-' + esc(w.id) + '" data-worker="' + esc(w.id) + '">' + esc(w.id) + "</a></td><td>" + esc(w.host) + '</td><td class="num">' + w.pid + "</td><td>" + esc(w.version) +
+      '</td><td data-col="state">' + esc(w.state) + '</td><td class="num">' + w.concurrency + '</td><td class="num" data-col="running">' + w.running + '</td><td class="num">' + w.waiting + '</td><td class="' + (w.silentMs > 10000 ? "bad" : "") + '">' + (w.silentMs / 1000).toFixed(1) + " s ago</td><td>" +
+      new Date(w.startedAt).toLocaleString() + "</td></tr>").join("") + "</tbody></table>";
+  if (!firstRendered) { firstRendered = true; performance.mark("picket-first-render"); }
   const failedRows = (rows, action) => rows.length === 0 ? '<p class="muted">none</p>' :
     "<table><tr><th>job</th><th>task</th><th>attempts</th><th>error</th><th></th></tr>" + rows.map((j) =>
-      '<tr data-testid="' + action + '-row" data-job-id="' + esc(j.id) + '"><td><a class="job" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a></td><td>" + esc(j.type) + "</td><td>" + j.attempts + "/" + j.maxAttempts + '</td><td><details><summary class="bad">' + esc(j.lastError) + "</summary>" +
+      '<tr data-testid="' + action + '-row" data-job-id="' + esc(j.id) + '"><td><a class="job" href="#job-' + esc(j.id) + '" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a></td><td>" + esc(j.type) + "</td><td>" + j.attempts + "/" + j.maxAttempts + '</td><td><details><summary class="bad">' + esc(j.lastError) + "</summary>" +
       (j.errors ?? []).slice().reverse().map(historyEntry).join("") +
       '</details></td><td><button data-action="' + action + '" data-id="' + esc(j.id) + '">' + action + "</button></td></tr>").join("") + "</table>";
   const missed = (m) => typeof m === "string" ? m : "catch up " + m.catchUp;
@@ -328,7 +331,10 @@ async function bulk(action) {
   browse(false);
 }
 $("browse-tabs").innerHTML = BROWSE.map(([state]) => '<button type="button" role="tab" data-browse="' + state + '" aria-selected="' + (state === browseState) + '">' + state + "</button>").join("");
+let browseSeq = 0;
 async function browse(more) {
+  // Only the latest request's answer is shown: an earlier one (another tab, the page's first) answered late is dropped.
+  const seq = ++browseSeq;
   renderBulk();
   const params = filterParams();
   if (params.get("before")) { params.set("to", params.get("before")); params.delete("before"); }
@@ -338,6 +344,7 @@ async function browse(more) {
   if (more && browseCursor) params.set("after", browseCursor);
   const response = await fetch("api/jobs?" + params, withToken());
   const body = await response.json();
+  if (seq !== browseSeq) return;
   if (!response.ok) { $("browse-results").innerHTML = '<p class="bad" data-testid="browse-error">' + esc(body.error) + "</p>"; return; }
   browseCursor = body.next;
   const label = BROWSE.find(([state]) => state === browseState)[1];
@@ -352,13 +359,47 @@ async function browse(more) {
 }
 $("browse-form").addEventListener("submit", (event) => { event.preventDefault(); browse(false); });
 
-async function openJob(id) {
+// --- A worker's page: its supervisor machine and the jobs it holds, refreshed while open -----------
+let openWorkerId = null;
+async function openWorker(id, quiet) {
+  openWorkerId = id;
+  const response = await fetch("api/workers/" + encodeURIComponent(id), withToken());
+  const body = await response.json();
+  if (openWorkerId !== id) return;
+  $("worker-panel").classList.add("open");
+  $("worker-id").textContent = id;
+  if (!quiet) $("worker-panel").scrollIntoView({ block: "nearest" });
+  if (!response.ok) { $("worker-body").innerHTML = '<p class="bad">' + esc(body.error) + "</p>"; return; }
+  const w = body.worker;
+  const states = new Map(w.jobs.map((j) => [j.id, j.state]));
+  $("worker-body").innerHTML = '<div class="muted">' + esc(w.host) + " · pid " + w.pid + " · picket " + esc(w.version) + " · since " + new Date(w.startedAt).toLocaleString() + " · concurrency " + w.concurrency + " · running " + w.running + " · waiting " + w.waiting + "</div>" +
+    '<div class="charts">' + chart("supervisor", w.state, "supervisor · " + esc(w.state)) + "</div>" +
+    (body.jobs.length === 0 ? '<p class="muted">holds no job</p>' :
+      '<table data-testid="worker-jobs"><thead><tr><th>job</th><th>task</th><th>machine</th><th class="num">attempt</th><th>held for</th><th>progress</th><th></th></tr></thead><tbody>' +
+      body.jobs.map((j) => '<tr data-testid="worker-job" data-job-id="' + esc(j.id) + '"><td><a class="job" href="#job-' + esc(j.id) + '" data-open="' + esc(j.id) + '">' + esc(j.id) + "</a></td><td>" + esc(j.type) + '</td><td data-col="state">' + esc(states.get(j.id) ?? "—") +
+        '</td><td class="num">' + j.attempts + "</td><td>" + waited(j.at) + "</td><td><code>" + esc(j.progress ?? "") + '</code></td><td><button data-action="cancel" data-id="' + esc(j.id) + '">cancel</button></td></tr>').join("") + "</tbody></table>");
+}
+// While a worker's page or a running job's page is open, it follows the worker's heartbeats.
+let openJobRunning = null;
+setInterval(() => {
+  if (openWorkerId !== null && $("worker-panel").classList.contains("open")) openWorker(openWorkerId, true);
+  if (openJobRunning !== null && $("detail").classList.contains("open")) openJob(openJobRunning, true);
+}, 1000);
+
+let shownJob = null;
+async function openJob(id, quiet) {
+  // The last job asked for is the one shown: a refresh of the one before, answered late, is dropped.
+  shownJob = id;
+  if (openJobRunning !== id) openJobRunning = null;
   const response = await fetch("api/jobs/" + encodeURIComponent(id), withToken());
   const job = await response.json();
+  if (shownJob !== id) return;
   $("detail").classList.add("open");
-  $("detail").scrollIntoView({ block: "nearest" });
+  if (!quiet) $("detail").scrollIntoView({ block: "nearest" });
+  openJobRunning = job.status === "processing" ? id : null;
   $("detail-id").textContent = id;
   $("detail-body").innerHTML = job.error ? '<p class="bad">' + esc(job.error) + "</p>" :
+    (job.machineState ? '<div data-testid="job-machine">' + chart("job", job.machineState, "its machine · " + esc(job.machineState)) + "</div>" : "") +
     '<table data-testid="detail">' + [["status", job.status], ["task", job.type], ["attempts", job.attempts + " of " + (job.maxAttempts ?? "the task's") + (job.priorAttempts > 0 ? " since the last retry, " + (job.priorAttempts + job.attempts) + " in all" : "")], ["queue", job.queue ?? "—"], ["key", job.key ?? "—"], ["priority", job.priority], ["run at", job.runAt], ["created", job.createdAt], ["finished", job.finishedAt ?? "—"], ["claimed by", job.lockedBy ?? "—"]]
       .map(([k, v]) => "<tr><th>" + k + "</th><td>" + esc(v) + "</td></tr>").join("") +
     '<tr><th>payload</th><td><pre data-testid="payload">' + esc(JSON.stringify(job.payload, null, 2)) + "</pre></td></tr>" +
@@ -379,6 +420,8 @@ document.addEventListener("click", async (event) => {
   if (target.id === "browse-more") return browse(true);
   if (target.dataset.bulk) return bulk(target.dataset.bulk);
   if (target.id === "detail-close") return $("detail").classList.remove("open");
+  if (target.id === "worker-close") { openWorkerId = null; return $("worker-panel").classList.remove("open"); }
+  if (target.dataset.worker) { event.preventDefault(); return openWorker(target.dataset.worker); }
   if (target.dataset.action) {
     const { action, id } = target.dataset;
     await act("api/jobs/" + encodeURIComponent(id) + "/" + action, ASK[action](id));

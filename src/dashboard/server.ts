@@ -20,9 +20,11 @@ import {
   dashboardSnapshot,
   deleteFinishedJob,
   getJob,
+  getWorker,
   InvalidConfigError,
   InvalidJobError,
   isJobId,
+  jobsHeldBy,
   jobSteps,
   pauseClaims,
   resumeClaims,
@@ -297,6 +299,21 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     ),
     HttpRouter.add(
       "GET",
+      "/api/workers/:id",
+      guarded(Effect.gen(function* () {
+        const { id } = yield* HttpRouter.params;
+        // A worker's page: its heartbeat (the supervisor machine's state, the jobs it sampled with
+        // their machines' states) and the jobs it holds, from the table (age, attempt, progress).
+        const read = async () => {
+          const worker = await getWorker(db, id ?? "", statements);
+          if (worker === null) return null;
+          return { worker, jobs: await jobsHeldBy(db, worker.id, statements) };
+        };
+        return yield* answered(read, (found) => (found === null ? json({ error: `no live worker ${JSON.stringify(id ?? "")}: it stopped, or has not beaten for an hour` }, 404) : json(found)));
+      }), true),
+    ),
+    HttpRouter.add(
+      "GET",
       "/api/jobs/:id",
       guarded(Effect.gen(function* () {
         const { id } = yield* HttpRouter.params;
@@ -304,7 +321,10 @@ export const dashboardRoutes = (options: DashboardOptions) => {
         // The job with its recorded steps: its history as a handler wrote it.
         const read = async () => {
           const job = await getJob(db, id, statements);
-          return job === null ? null : { ...job, steps: await jobSteps(db, job.id, statements) };
+          if (job === null) return null;
+          // A running job's machine state, as its worker's last heartbeat sampled it.
+          const holder = job.status === "processing" && job.lockedBy !== null ? await getWorker(db, job.lockedBy, statements) : null;
+          return { ...job, steps: await jobSteps(db, job.id, statements), machineState: holder?.jobs.find((held) => held.id === job.id)?.state ?? null };
         };
         return yield* answered(read, (job) => (job === null ? json({ error: `no job ${id}` }, 404) : json(job)));
       }), true),

@@ -7,7 +7,7 @@ import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
 import type { HistoryEntry, JobStatus } from "./job-row.ts";
 import { withReadableHistory } from "./job-history.ts";
-import { completionRates, handlerCoverage, listWorkers, type HandlerCoverage, type WorkerRow } from "./workers.ts";
+import { completionRates, handlerCoverage, listWorkerSummaries, type HandlerCoverage, type WorkerSummary } from "./workers.ts";
 import { listSchedules, type ScheduleView } from "./schedules.ts";
 import { listPaused, listQueues, type PausedEntry, type QueueView } from "./paused.ts";
 
@@ -35,7 +35,8 @@ export interface DashboardSnapshot {
   finishedWindowSeconds: number;
   retrying: FailedJob[];
   dead: FailedJob[];
-  workers: WorkerRow[];
+  /** Every live worker, without the jobs its heartbeat sampled (a worker's page reads those: getWorker). */
+  workers: WorkerSummary[];
   /** Every schedule, with its next run. */
   schedules: ScheduleView[];
   /** Pending jobs no live worker has a handler for (by the workers' heartbeats). */
@@ -80,7 +81,7 @@ export const dashboardSnapshot = async (db: Queryable, options: StatementOptions
     completionRates(db, options),
     runStatement<FailedJob>(db, { text: retryingSql(schema) }, options),
     runStatement<FailedJob>(db, { text: deadSql(schema) }, options),
-    listWorkers(db, options),
+    listWorkerSummaries(db, options),
     listSchedules(db, options),
     handlerCoverage(db, options),
     listQueues(db, options),

@@ -53,6 +53,8 @@ export interface BrowsedJob {
   lockedBy: string | null;
   /** The first 200 characters of the last error. */
   lastError: string | null;
+  /** The first 200 characters of the progress the handler last wrote, as JSON text. */
+  progress: string | null;
   runAt: Date;
   createdAt: Date;
   finishedAt: Date | null;
@@ -98,6 +100,10 @@ export const STATES: Record<BrowseState, StateQuery> = {
   cancelled: { where: "j.status = 'cancelled'", time: "j.finished_at", defaultOrder: "newest" },
 };
 
+const browsedColumns = `j.id, j.type, j.status, j.queue, j.key, j.priority, j.attempts, j.max_attempts AS "maxAttempts", j.locked_by AS "lockedBy",
+             left(j.last_error, 200) AS "lastError", left(j.progress::text, 200) AS progress, j.run_at AS "runAt", j.created_at AS "createdAt",
+             j.finished_at AS "finishedAt"`;
+
 // $1 after-time, $2 after-id (NULL: from the start; the sentinels keep the comparison an index
 // bound rather than an OR the planner cannot use), $3 from, $4 to, $5 budget, $6 task, $7 queue,
 // $8 worker, $9 key, $10 text pattern, $11 page size.
@@ -120,9 +126,7 @@ const browseSql = perSchema((schema) => {
       statements[`${state}:${order}`] = `
   SELECT * FROM (
     SELECT scanned.*, row_number() OVER () AS n FROM (
-      SELECT j.id, j.type, j.status, j.queue, j.key, j.priority, j.attempts, j.max_attempts AS "maxAttempts", j.locked_by AS "lockedBy",
-             left(j.last_error, 200) AS "lastError", j.run_at AS "runAt", j.created_at AS "createdAt", j.finished_at AS "finishedAt",
-             ${q.time} AS at, ${hit} AS hit,
+      SELECT ${browsedColumns}, ${q.time} AS at, ${hit} AS hit,
              -- The cursor's time to the microsecond (a Date keeps milliseconds: rows between would be skipped).
              to_char(${q.time} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "cursorAt"
       FROM ${schema}.jobs AS j
@@ -210,3 +214,16 @@ export const browseJobs = async (db: Queryable, filter: BrowseFilter, options: S
   if (edge !== undefined && Number(edge.n) === SCAN_BUDGET) return { jobs, next: cursorOf(edge), searchedTo: edge.at };
   return { jobs, next: null, searchedTo: null };
 };
+
+// A worker's jobs, newest claim first: every running row is read (jobs_sweep_idx; as many as the
+// workers' slots) and the worker's kept, with no budget: a worker's page shows all it holds.
+const heldBySql = perSchema(
+  (schema) => `
+  SELECT ${browsedColumns}, j.locked_at AS at FROM ${schema}.jobs AS j
+  WHERE j.lock_until IS NOT NULL AND j.status = 'processing' AND j.locked_by = $1
+  ORDER BY j.locked_at DESC, j.id DESC LIMIT $2::int`,
+);
+
+/** The jobs a worker holds now (at most `limit`, default 1000), newest claim first. */
+export const jobsHeldBy = async (db: Queryable, workerId: string, options: StatementOptions & { limit?: number } = {}): Promise<BrowsedJob[]> =>
+  (await runStatement<BrowsedJob>(db, { text: heldBySql(options.schema ?? DEFAULT_SCHEMA), values: [workerId, options.limit ?? 1_000] }, options)).rows;
