@@ -67,8 +67,11 @@ export {
 export { openPool, type PoolOptions } from "./db/pool.ts";
 export { migrate, type MigrateResult } from "./db/migrate.ts";
 export { startEmbeddedPostgres, type EmbeddedPostgres, type EmbeddedPostgresOptions } from "./db/embedded.ts";
-export { cancelJob, getJob, retryDeadJob, type AdminOptions, type AdminResult } from "./db/admin.ts";
+export { cancelJob, deleteFinishedJob, getJob, retryDeadJob, runJobNow, type AdminAction, type AdminOptions, type AdminResult } from "./db/admin.ts";
 export { JOB_STATUSES, listJobs, MAX_JOB_LIST, type JobListFilter } from "./db/job-list.ts";
+export { BROWSE_STATES, browseJobs, MAX_BROWSE_PAGE, type BrowsedJob, type BrowseFilter, type BrowsePage, type BrowseState } from "./db/job-browser.ts";
+export { applyBulk, BULK_STATES, countBulk, type BulkFilter, type BulkResult } from "./db/bulk.ts";
+export { listPaused, listQueues, pauseClaims, resumeClaims, type PausedEntry, type PauseResult, type PauseTarget, type QueueView, type ResumeResult } from "./db/paused.ts";
 export { jobSteps, type JobStep } from "./db/steps.ts";
 export type { ErrorEntry, HistoryEntry, Job, JobId, JobStatus, OperatorAction, OperatorEntry } from "./db/job-row.ts";
 export { queueStats, type JobState, type LiveState, type QueueStats } from "./db/stats.ts";
