@@ -55,6 +55,7 @@ export type { Queryable, StatementOptions } from "./db/queryable.ts";
 
 // --- Recurring jobs ----------------------------------------------------------------------------
 export { listSchedules, removeSchedule, upsertSchedule, type ScheduleView } from "./db/schedules.ts";
+export { lastScheduledJobs, pauseSchedule, resumeSchedule, triggerSchedule, type LastScheduledJob, type ScheduleActionResult } from "./db/schedule-admin.ts";
 export {
   MAX_CATCH_UP,
   MAX_SCHEDULE_NAME_LENGTH,

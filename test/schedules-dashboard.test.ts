@@ -45,4 +45,49 @@ describe("schedules on the dashboard", () => {
       await dispose();
     }
   }, 60_000);
+
+  it("pauses, resumes and triggers a schedule from its row, each confirmed, and shows the job its last tick made", async () => {
+    await upsertSchedule(db.pool, { name: "console-nightly", task: "console-nightly-task", cron: "0 3 * * *" });
+    // Its last tick fired a job, which died.
+    const tick = "2026-01-02T03:00:00.000Z";
+    await db.pool.query("UPDATE picket.schedules SET last_tick = $1 WHERE name = 'console-nightly'", [tick]);
+    const { rows } = await db.pool.query(
+      "INSERT INTO picket.jobs (type, status, key, finished_at) VALUES ('console-nightly-task', 'dead', $1, now()) RETURNING id",
+      [`schedule:console-nightly:${tick}`],
+    );
+    const token = "schedules-token";
+    const port = await freePort();
+    let server: Server | undefined;
+    const fiber = Effect.runFork(serveDashboard({ db: db.pool, port, host: "127.0.0.1", intervalMs: 200, token }, (s) => (server = s)));
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+    try {
+      const url = `http://127.0.0.1:${port}/`;
+      await expect.poll(() => fetch(url).then((r) => r.status, () => 0), { timeout: 10_000 }).toBe(200);
+      const page = await browser.newPage();
+      await page.goto(url);
+      await page.fill("#token", token);
+      await page.locator("#token").dispatchEvent("change");
+      const row = page.locator('[data-testid="schedule-row"][data-schedule="console-nightly"]');
+      await expect.poll(() => row.locator('[data-col="job"]').textContent(), { timeout: 10_000 }).toBe(`${rows[0].id} dead`);
+      const confirm = async (question: RegExp) => {
+        await expect.poll(() => page.locator("#confirm-text").textContent(), { timeout: 5_000 }).toMatch(question);
+        await page.locator("#confirm-go").click();
+      };
+      await row.locator('[data-schedule-action="pause"]').click();
+      await confirm(/^Pause schedule console-nightly\?/);
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe("schedule console-nightly paused: it fires no tick until resumed");
+      await expect.poll(() => row.locator('[data-col="state"]').textContent(), { timeout: 5_000 }).toBe("paused by dashboard");
+      await row.locator('[data-schedule-action="trigger"]').click();
+      await confirm(/^Trigger schedule console-nightly now\?/);
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toMatch(/^schedule console-nightly triggered: job \d+ made now, as a tick would make it$/);
+      expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'console-nightly-task' AND status = 'pending'")).rows[0].n).toBe(1);
+      await row.locator('[data-schedule-action="resume"]').click();
+      await confirm(/^Resume schedule console-nightly\?/);
+      await expect.poll(() => row.locator('[data-col="state"]').textContent(), { timeout: 5_000 }).toBe("running");
+    } finally {
+      await browser.close();
+      server?.closeAllConnections();
+      await Effect.runPromise(Fiber.interrupt(fiber));
+    }
+  }, 60_000);
 });

@@ -58,3 +58,10 @@ export const bulkMessage = (action: JobAction, result: BulkResult): string =>
   `${jobs(result.applied)} ${BULK_DONE[action]}` +
   (result.skipped > 0 ? `; ${jobs(result.skipped)} left as they were (changed meanwhile${action === "retry" ? ", or their key is held by a live job" : ""})` : "") +
   ` (${result.batches} batch${result.batches === 1 ? "" : "es"})`;
+
+export const scheduleMessage = (action: "pause" | "resume" | "trigger", name: string, outcome: string, job: string | null): string => {
+  if (outcome === "not_found") return `there is no schedule ${JSON.stringify(name)}: nothing was done`;
+  if (action === "trigger") return `schedule ${name} triggered: job ${job} made now, as a tick would make it`;
+  if (action === "pause") return outcome === "applied" ? `schedule ${name} paused: it fires no tick until resumed` : `schedule ${name} was already paused`;
+  return outcome === "applied" ? `schedule ${name} resumed: it fires from its next tick (the ticks while it was paused are skipped)` : `schedule ${name} was not paused`;
+};

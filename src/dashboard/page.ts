@@ -238,10 +238,17 @@ function render(s) {
       (j.errors ?? []).slice().reverse().map(historyEntry).join("") +
       '</details></td><td><button data-action="' + action + '" data-id="' + esc(j.id) + '">' + action + "</button></td></tr>").join("") + "</table>";
   const missed = (m) => typeof m === "string" ? m : "catch up " + m.catchUp;
+  // Each schedule: its pattern, its last tick's job and that job's status, its next ticks; pause, resume, trigger now.
+  const lastJobs = new Map((s.scheduleJobs ?? []).map((j) => [j.schedule, j]));
   $("schedules").innerHTML = (s.schedules ?? []).length === 0 ? '<p class="muted">no schedules</p>' :
-    "<table><tr><th>schedule</th><th>task</th><th>cron</th><th>missed</th><th>last fired</th><th>next run</th></tr>" + s.schedules.map((c) =>
-      '<tr data-testid="schedule-row" data-schedule="' + esc(c.name) + '"><td>' + esc(c.name) + "</td><td>" + esc(c.task) + "</td><td><code>" + esc(c.cron) + "</code>" + (c.timezone ? " " + esc(c.timezone) : "") +
-      "</td><td>" + esc(missed(c.missed)) + "</td><td>" + (c.lastFired ? new Date(c.lastFired).toLocaleString() : "never") + '</td><td data-col="next">' + (c.nextRun ? new Date(c.nextRun).toLocaleString() : "never") + "</td></tr>").join("") + "</table>";
+    "<table><tr><th>schedule</th><th>task</th><th>cron</th><th>missed</th><th>last fired</th><th>its job</th><th>next run</th><th>state</th><th></th></tr>" + s.schedules.map((c) => {
+      const last = lastJobs.get(c.name);
+      const job = !last ? "—" : last.id ? '<a class="job" href="#job-' + esc(last.id) + '" data-open="' + esc(last.id) + '">' + esc(last.id) + "</a> " + esc(last.status) : '<span class="muted">none kept</span>';
+      return '<tr data-testid="schedule-row" data-schedule="' + esc(c.name) + '"><td>' + esc(c.name) + "</td><td>" + esc(c.task) + "</td><td><code>" + esc(c.cron) + "</code>" + (c.timezone ? " " + esc(c.timezone) : "") +
+        "</td><td>" + esc(missed(c.missed)) + "</td><td>" + (c.lastFired ? new Date(c.lastFired).toLocaleString() : "never") + '</td><td data-col="job">' + job + '</td><td data-col="next">' + (c.pausedAt ? "—" : c.nextRun ? new Date(c.nextRun).toLocaleString() : "never") +
+        '</td><td data-col="state">' + (c.pausedAt ? '<span class="paused">paused</span>' + (c.pausedBy ? ' <span class="muted">by ' + esc(c.pausedBy) + "</span>" : "") : "running") +
+        '</td><td><button data-schedule-action="' + (c.pausedAt ? "resume" : "pause") + '" data-name="' + esc(c.name) + '">' + (c.pausedAt ? "resume" : "pause") + '</button> <button data-schedule-action="trigger" data-name="' + esc(c.name) + '">trigger now</button></td></tr>';
+    }).join("") + "</table>";
   $("retrying").innerHTML = failedRows(s.retrying, "cancel");
   $("dead").innerHTML = failedRows(s.dead, "retry");
 }
@@ -261,6 +268,9 @@ const ASK = {
   delete: (id) => ["Delete job " + id + " and its recorded steps? This cannot be undone.", "delete"],
   pause: (kind, name) => ["Pause " + kind + " " + name + "? No worker claims its jobs until it is resumed; running jobs finish.", "pause"],
   resume: (kind, name) => ["Resume " + kind + " " + name + "? Workers claim its jobs again at once.", "resume"],
+  "schedule-pause": (name) => ["Pause schedule " + name + "? It fires no tick until resumed; the ticks meanwhile are skipped.", "pause"],
+  "schedule-resume": (name) => ["Resume schedule " + name + "? It fires from its next tick.", "resume"],
+  "schedule-trigger": (name) => ["Trigger schedule " + name + " now? One job is made at once, as a tick would make it.", "trigger now"],
 };
 function confirmed(text, go) {
   return new Promise((resolve) => {
@@ -419,6 +429,10 @@ document.addEventListener("click", async (event) => {
   }
   if (target.id === "browse-more") return browse(true);
   if (target.dataset.bulk) return bulk(target.dataset.bulk);
+  if (target.dataset.scheduleAction) {
+    const action = target.dataset.scheduleAction, name = target.dataset.name;
+    return act("api/schedules/" + action + "?name=" + encodeURIComponent(name), ASK["schedule-" + action](name));
+  }
   if (target.id === "detail-close") return $("detail").classList.remove("open");
   if (target.id === "worker-close") { openWorkerId = null; return $("worker-panel").classList.remove("open"); }
   if (target.dataset.worker) { event.preventDefault(); return openWorker(target.dataset.worker); }

@@ -27,9 +27,12 @@ import {
   jobsHeldBy,
   jobSteps,
   pauseClaims,
+  pauseSchedule,
   resumeClaims,
+  resumeSchedule,
   retryDeadJob,
   runJobNow,
+  triggerSchedule,
   type AdminAction,
   type AdminOptions,
   type AdminResult,
@@ -47,7 +50,7 @@ import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.
 import { createLogger, type Logger } from "../runtime/logger.ts";
 import { nodeListener, serveFetchHandler } from "../runtime/serve-fetch.ts";
 import { bearerToken, hostName, loopbackHosts, requestHost, tokenRefusal } from "./access.ts";
-import { bulkMessage, jobActionMessage, pauseMessage, resumeMessage } from "./action-words.ts";
+import { bulkMessage, jobActionMessage, pauseMessage, resumeMessage, scheduleMessage } from "./action-words.ts";
 import { LiveFeed } from "./live-feed.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
 
@@ -262,6 +265,24 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       );
     });
 
+  // A schedule's pause, resume or trigger, named by ?name=.
+  const scheduleAction = (action: "pause" | "resume" | "trigger") =>
+    write<{ outcome: string }>(`schedule ${action}`, (request, by) => {
+      const name = new URL(request.url, "http://dashboard").searchParams.get("name");
+      if (name === null || name === "") return Effect.succeed(json({ error: `say which schedule to ${action}: ?name=<schedule>` }, 400));
+      const run = async () => {
+        if (action === "trigger") {
+          const id = await triggerSchedule(db, name, { ...statements, by });
+          return { result: { outcome: id === null ? "not_found" : "applied", job: id }, message: scheduleMessage(action, name, id === null ? "not_found" : "applied", id), on: `schedule ${name}` };
+        }
+        const result = action === "pause" ? await pauseSchedule(db, name, { ...statements, by }) : await resumeSchedule(db, name, statements);
+        return { result, message: scheduleMessage(action, name, result.outcome, null), on: `schedule ${name}` };
+      };
+      return Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
+        Effect.catch((error) => Effect.succeed(error instanceof InvalidConfigError ? json({ error: error.message }, 400) : failure(error))),
+      );
+    });
+
   return Layer.mergeAll(
     HttpRouter.add("GET", "/", guarded(Effect.succeed(HttpServerResponse.html(DASHBOARD_PAGE)), false)),
     // Browsers ask for it: no icon, rather than a 404 in their console.
@@ -372,6 +393,9 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       ),
     ),
     HttpRouter.add("POST", "/api/pause", pauseAction("pause")),
+    HttpRouter.add("POST", "/api/schedules/pause", scheduleAction("pause")),
+    HttpRouter.add("POST", "/api/schedules/resume", scheduleAction("resume")),
+    HttpRouter.add("POST", "/api/schedules/trigger", scheduleAction("trigger")),
     HttpRouter.add("POST", "/api/resume", pauseAction("resume")),
   );
 };

@@ -9,6 +9,7 @@ import type { HistoryEntry, JobStatus } from "./job-row.ts";
 import { withReadableHistory } from "./job-history.ts";
 import { completionRates, handlerCoverage, listWorkerSummaries, type HandlerCoverage, type WorkerSummary } from "./workers.ts";
 import { listSchedules, type ScheduleView } from "./schedules.ts";
+import { lastScheduledJobs, type LastScheduledJob } from "./schedule-admin.ts";
 import { listPaused, listQueues, type PausedEntry, type QueueView } from "./paused.ts";
 
 /** A job that failed recently: retrying (pending with an error) or dead. */
@@ -39,6 +40,8 @@ export interface DashboardSnapshot {
   workers: WorkerSummary[];
   /** Every schedule, with its next run. */
   schedules: ScheduleView[];
+  /** The job each schedule's last tick made, with its status. */
+  scheduleJobs: LastScheduledJob[];
   /** Pending jobs no live worker has a handler for (by the workers' heartbeats). */
   handlers: HandlerCoverage;
   /** Each queue with jobs pending or held, or paused. */
@@ -87,7 +90,8 @@ export const dashboardSnapshot = async (db: Queryable, options: StatementOptions
     listQueues(db, options),
     listPaused(db, options),
   ]);
+  const scheduleJobs = await lastScheduledJobs(db, schedules, options);
   const completed = rates.map((r) => ({ type: r.type, status: "completed" as const, count: r.perSecond * FINISHED_WINDOW_S }));
   const byTask = (a: { type: string; status: string }, b: { type: string; status: string }) => (a.type < b.type ? -1 : a.type > b.type ? 1 : a.status < b.status ? -1 : 1);
-  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows.map(withReadableHistory), dead: dead.rows.map(withReadableHistory), workers, schedules, handlers, queues, paused };
+  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows.map(withReadableHistory), dead: dead.rows.map(withReadableHistory), workers, schedules, scheduleJobs, handlers, queues, paused };
 };

@@ -19,6 +19,7 @@ export * from "./pool.ts";
 export type { Queryable, StatementOptions } from "./queryable.ts";
 export * from "./retention.ts";
 export * from "./schedule-spec.ts";
+export * from "./schedule-admin.ts";
 export * from "./schedules.ts";
 export * from "./schema-check.ts";
 export { checkSchemaName, DEFAULT_SCHEMA } from "./schema-name.ts";

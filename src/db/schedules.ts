@@ -38,6 +38,10 @@ export interface ScheduleRow {
   source: ScheduleSource;
   createdAt: Date;
   updatedAt: Date;
+  /** Since when it is paused (it fires no tick), or null (migration 0014). */
+  pausedAt: Date | null;
+  /** Who paused it, when said. */
+  pausedBy: string | null;
 }
 
 /** A schedule as `picket schedules` and the dashboard show it. */
@@ -54,7 +58,7 @@ export interface ScheduleView extends ScheduleRow {
 }
 
 const columns = `name, task, cron, timezone, payload, catch_up AS "catchUp", last_tick AS "lastTick", revision,
-  source, created_at AS "createdAt", updated_at AS "updatedAt"`;
+  source, created_at AS "createdAt", updated_at AS "updatedAt", paused_at AS "pausedAt", paused_by AS "pausedBy"`;
 
 /** The key of the job a tick makes, so the tick is visible on the job row. */
 export const tickKey = (schedule: string, tick: Date): string => `schedule:${schedule}:${tick.toISOString()}`;
@@ -170,7 +174,7 @@ const dueSql = perSchema(
   (schema) => `
   SELECT name, task, cron, timezone, catch_up AS "catchUp", last_tick AS "lastTick", revision,
          coalesce($2::timestamptz, now()) AS now
-  FROM ${schema}.schedules WHERE task = ANY($1::text[]) ORDER BY name`,
+  FROM ${schema}.schedules WHERE task = ANY($1::text[]) AND paused_at IS NULL ORDER BY name`,
 );
 
 // The compare-and-set: the row advances only from the revision the plan was made from, and the
