@@ -8,6 +8,7 @@ export * from "./enqueue.ts";
 export * from "./enqueue-outcome.ts";
 export * from "./errors.ts";
 export * from "./fenced.ts";
+export * from "./history.ts";
 export * from "./job-browser.ts";
 export * from "./job-list.ts";
 export * from "./job-row.ts";

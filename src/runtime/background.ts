@@ -7,12 +7,14 @@ import {
   beat,
   deleteFinishedJobs,
   leaseOf,
+  recordHistory,
   renewLeases,
   runSchedules,
   sendWakeProbe,
   sweepExpiredClaims,
   syncTaskSchedules,
   type StatementOptions,
+  type TaskTally,
   type WorkerBeat,
 } from "../db/index.ts";
 import type { ResolvedConfig } from "./config.ts";
@@ -33,8 +35,8 @@ export interface BackgroundDeps {
   tasks: ReadonlyMap<string, Task>;
   /** The drain has begun: the scheduler fires nothing more. */
   stopping: () => boolean;
-  /** What the heartbeat row says of the worker now. */
-  heartbeat: () => WorkerBeat;
+  /** What the heartbeat row says of the worker now, and what it did since the previous one (the history's counts). */
+  heartbeat: () => { beat: WorkerBeat; tallies: TaskTally[] };
   /** LISTEN's connection, and how to name its server in logs; absent when config.listen is off. */
   listen?: {
     connection: pg.ClientConfig;
@@ -47,6 +49,14 @@ export interface BackgroundDeps {
 // Failures keep their real cause (pg's message and code), for the loop's log line.
 const attempt = <A>(run: () => Promise<A>) => Effect.tryPromise({ try: run, catch: (error) => error });
 
+// The worker's row, then what it did since the previous beat into the dashboard's history (src/db/history.ts).
+const heartbeat = (deps: BackgroundDeps) =>
+  attempt(async () => {
+    const now = deps.heartbeat();
+    await beat(deps.pool, now.beat, deps.statements);
+    await recordHistory(deps.pool, now.tallies, deps.statements);
+  });
+
 /** Every loop the config asks for, run together until interrupted. */
 export const backgroundLoops = (deps: BackgroundDeps): Effect.Effect<void> => {
   const { config, logger } = deps;
@@ -56,7 +66,7 @@ export const backgroundLoops = (deps: BackgroundDeps): Effect.Effect<void> => {
   ];
   if (config.retention) loops.push(loop("retention", config.retention.intervalMs, retention(deps, config.retention), logger));
   if (config.schedules) loops.push(loop("scheduler", config.schedules.intervalMs, scheduler(deps, config.schedules), logger));
-  loops.push(loop("heartbeat", config.heartbeatIntervalMs, attempt(() => beat(deps.pool, deps.heartbeat(), deps.statements)), logger));
+  loops.push(loop("heartbeat", config.heartbeatIntervalMs, heartbeat(deps), logger));
   if (config.listen && deps.listen) loops.push(listening(deps, deps.listen));
   return Effect.all(loops, { concurrency: "unbounded", discard: true });
 };

@@ -108,6 +108,8 @@ export interface HeldJobsOptions {
   create(job: ClaimedJob, slotFree: boolean, observer: JobObserver): JobHandle;
   /** A job's machine ended and its entry is gone. */
   finished(entry: HeldJob, outcome: JobOutcome, error: string | null): void;
+  /** A job's handler starts (it took its slot), `pickupMs` after its run_at: the heartbeat's tally. */
+  jobStarted?(type: string, pickupMs: number): void;
   /** Where claims, starts and outcomes are counted; none in tests that do not look. */
   metrics?: WorkerMetrics;
   /**
@@ -246,7 +248,7 @@ export class HeldJobs {
       entry.actor = this.options.create(job, slotFree, entry);
       this.running.set(job, entry);
       if (!slotFree) this.queued.add(entry);
-      else metrics?.started(job.type, entry.pickupMs());
+      else this.startedJob(entry);
       return entry;
     });
     if (metrics) for (const [type, count] of countBy(jobs, (job) => job.type)) metrics.claimed(type, count);
@@ -591,6 +593,12 @@ export class HeldJobs {
   }
 
   /** Starts waiting jobs, oldest claim first, in the slots free now; none once the drain began. */
+  private startedJob(entry: HeldJob): void {
+    const pickupMs = entry.pickupMs();
+    this.options.metrics?.started(entry.job.type, pickupMs);
+    this.options.jobStarted?.(entry.job.type, pickupMs);
+  }
+
   private startQueued(): void {
     if (this.queued.size === 0 || this.draining) return;
     const takeSlot = this.slotTaker();
@@ -600,7 +608,7 @@ export class HeldJobs {
       entry.holdsSlot = true;
       entry.started = true;
       entry.slotTakenAt = performance.now();
-      this.options.metrics?.started(entry.job.type, entry.pickupMs());
+      this.startedJob(entry);
       entry.actor.send({ type: "START" });
     }
   }

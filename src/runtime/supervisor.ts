@@ -23,6 +23,7 @@ import {
   type ClaimedJob,
   type HeldJobView,
   type StatementOptions,
+  type TaskTally,
   type WorkerBeat,
 } from "../db/index.ts";
 import type { JobOutcome } from "../machines/job-machine.ts";
@@ -33,7 +34,7 @@ import type { HealthReport } from "./health-server.ts";
 import { HeldJobs } from "./held-jobs.ts";
 import { backgroundLoops } from "./background.ts";
 import { Claimer } from "./claimer.ts";
-import { CompletionRate } from "./completion-rate.ts";
+import { JobTally } from "./job-tally.ts";
 import { createJobRuntime, type JobRuntime } from "./job-runtime.ts";
 import { inspectorFor, parentFor } from "./inspection.ts";
 import { LeaseWatch, leaseMarginMs, localDeadline } from "./lease-watch.ts";
@@ -111,7 +112,7 @@ export class Supervisor {
   /** Claims and waits while the machine is `running`. */
   private readonly pollLoop: PollLoop;
   /** Its completions per second since the last heartbeat, which reports them. */
-  private readonly completionRate = new CompletionRate(performance.now());
+  private readonly tally = new JobTally(performance.now());
   private readonly startedAt = new Date();
   /** What the worker measures; the health server serves its Prometheus registry at /metrics. */
   readonly metrics: WorkerMetrics;
@@ -172,8 +173,9 @@ export class Supervisor {
       tasks: this.tasks,
       logger: this.logger,
       create: (job, slotFree, observer) => this.jobs!.create(job, slotFree, observer),
+      jobStarted: (type, pickupMs) => this.tally.started(type, pickupMs),
       finished: (entry, outcome, error) => {
-        if (outcome === "completed") this.completionRate.completed(entry.job.type);
+        this.tally.ended(entry.job.type, outcome);
         // Its queue or its task's cluster limit has room now that the row has left processing:
         // claim again soon, here (another worker's probe may be a poll interval away).
         if (this.claimer.ended(entry.job)) this.pollLoop.wake();
@@ -506,7 +508,7 @@ export class Supervisor {
   }
 
   /** What the heartbeat row says of this worker now: its machine's state and the jobs it holds (a sample of HEARTBEAT_JOBS). */
-  private heartbeat(): WorkerBeat {
+  private heartbeat(): { beat: WorkerBeat; tallies: TaskTally[] } {
     const { running, waiting } = this.held.heldCounts();
     const total = (counts: ReadonlyMap<string, number>) => [...counts.values()].reduce((a, b) => a + b, 0);
     const jobs: HeldJobView[] = [];
@@ -514,7 +516,8 @@ export class Supervisor {
       if (jobs.length === HEARTBEAT_JOBS) break;
       jobs.push({ id: job.id, type: job.type, state: actor.state });
     }
-    return {
+    const { tallies, completedPerSecond } = this.tally.take(performance.now());
+    const beat: WorkerBeat = {
       id: this.config.workerId,
       host: hostname(),
       pid: process.pid,
@@ -526,8 +529,9 @@ export class Supervisor {
       running: total(running),
       waiting: total(waiting),
       tasks: [...this.tasks.keys()],
-      completedPerSecond: this.completionRate.take(performance.now()),
+      completedPerSecond,
     };
+    return { beat, tallies };
   }
 }
 
