@@ -1,6 +1,7 @@
 // The dashboard's one page: plain HTML, CSS and a script, no build step and nothing fetched from
 // elsewhere (a dashboard on an operator's network may have no internet). It listens to
-// /api/events (a snapshot a second), keeps a few minutes of history for the charts, and draws
+// /api/events (a snapshot a second), draws the history the database keeps (/api/history) with
+// uPlot (served from the package, assets/uplot.*), and draws
 // each machine from its config (/api/machines) with the current state lit.
 export const DASHBOARD_PAGE = `<!doctype html>
 <html lang="en">
@@ -8,6 +9,8 @@ export const DASHBOARD_PAGE = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>picket</title>
+<link rel="stylesheet" href="assets/uplot.css">
+<script src="assets/uplot.js"></script>
 <style>
   :root { --fg: #1d2433; --muted: #6b7385; --line: #d8dce5; --bg: #f6f7fa; --lit: #2f6fed; --bad: #c2410c; --ok: #15803d; }
   * { box-sizing: border-box; }
@@ -89,7 +92,7 @@ export const DASHBOARD_PAGE = `<!doctype html>
     <div id="bulk" class="buttons"></div>
     <div id="browse-results"></div>
   </section>
-  <section><h2>Over the last minutes</h2><div id="history"></div></section>
+  <section class="wide"><h2>History <span class="tabs" id="history-range"><button type="button" data-range="hour" aria-selected="true">last hour</button><button type="button" data-range="day" aria-selected="false">last day</button></span></h2><div id="history" class="charts"></div></section>
   <section class="wide"><h2>Workers</h2><div id="workers"></div></section>
   <section class="wide" id="worker-panel"><h2>Worker <span id="worker-id"></span> <button id="worker-close">close</button></h2><div id="worker-body"></div></section>
   <section class="wide"><h2>Schedules</h2><div id="schedules"></div></section>
@@ -175,14 +178,35 @@ function chart(kind, lit, title) {
   return '<div class="chart" data-machine="' + kind + '" data-lit="' + esc(lit) + '"><div class="title">' + title + '</div><svg width="' + l.width + '" height="' + l.height + '"><defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="#b8bfcc"/></marker></defs>' + lines + boxes + "</svg></div>";
 }
 
-// --- History for the charts over time ----------------------------------------------------------
-const history = [];
-const HISTORY = 180;
-function spark(values, max) {
-  const w = 260, h = 36;
-  const pts = values.map((v, i) => (i * w) / Math.max(1, HISTORY - 1) + "," + (h - (max > 0 ? (v / max) * (h - 2) : 0) - 1)).join(" ");
-  return '<svg width="' + w + '" height="' + h + '"><polyline points="' + pts + '" fill="none" stroke="#2f6fed" stroke-width="1.5"/></svg>';
+// --- History: charts of what the database kept (an hour by minute, a day by quarter hour) --------
+const CHART_COLORS = ["#2f6fed", "#c2410c", "#15803d", "#7c3aed", "#b45309", "#0e7490", "#be185d", "#4d7c0f"];
+const CHARTS = [
+  ["completed", "jobs completed", (t) => t.completed],
+  ["failed", "attempts failed", (t) => t.failed],
+  ["pickup", "mean pickup delay (ms)", (t) => t.pickupMs],
+  ["ready", "ready jobs (sampled)", (t) => t.ready],
+];
+let historyRange = "hour";
+const plots = [];
+async function drawHistory() {
+  const response = await fetch("api/history?range=" + historyRange, withToken());
+  const h = await response.json();
+  if (!response.ok) { $("history").innerHTML = '<p class="bad">' + esc(h.error) + "</p>"; return; }
+  for (const plot of plots.splice(0)) plot.destroy();
+  // The busiest tasks, each a colour of its own across the charts.
+  const tasks = h.tasks.slice().sort((a, b) => b.completed.reduce((x, y) => x + y, 0) - a.completed.reduce((x, y) => x + y, 0)).slice(0, CHART_COLORS.length);
+  if (tasks.length === 0) { $("history").innerHTML = '<p class="muted" data-testid="history-empty">nothing recorded in the last ' + historyRange + "</p>"; return; }
+  $("history").innerHTML = CHARTS.map(([key]) => '<div class="chart" data-chart="' + key + '"></div>').join("");
+  const x = h.buckets.map((at) => new Date(at).getTime() / 1000);
+  const width = Math.max(260, Math.min(560, Math.floor(($("history").clientWidth - 24) / 2)));
+  for (const [key, title, pick] of CHARTS) {
+    const el = document.querySelector('[data-chart="' + key + '"]');
+    const opts = { title, width, height: 170, legend: { show: true }, scales: { x: { time: true } },
+      series: [{}, ...tasks.map((t, i) => ({ label: t.type, stroke: CHART_COLORS[i], width: 1.5, spanGaps: key === "ready" }))] };
+    plots.push(new uPlot(opts, [x, ...tasks.map(pick)], el));
+  }
 }
+setInterval(() => { if (document.visibilityState === "visible") drawHistory(); }, 30000);
 
 // --- Rendering a snapshot --------------------------------------------------------------------
 // Pending jobs split three ways: only a growing "ready" means the workers are behind.
@@ -205,8 +229,6 @@ function render(s) {
   const tasks = [...new Set([...s.depth.map((d) => d.type), ...s.finished.map((f) => f.type), ...s.handlers.handled, ...pausedTasks])].sort();
   const live = (type, state) => s.depth.filter((r) => r.type === type && r.state === state).reduce((n, r) => n + r.count, 0);
   const rate = (type, status) => s.finished.filter((r) => r.type === type && r.status === status).reduce((n, r) => n + r.count, 0) / s.finishedWindowSeconds;
-  history.push({ at: Date.now(), tasks: Object.fromEntries(tasks.map((t) => [t, { ready: live(t, "ready"), done: rate(t, "completed") }])) });
-  if (history.length > HISTORY) history.shift();
   const h = s.handlers;
   $("unhandled").innerHTML = h.unhandled.length === 0 ? "" : '<p class="bad" data-testid="unhandled">' + (h.liveWorkers === 0 ? "no live worker: " : "no live worker has a handler for: ") +
     h.unhandled.map((u) => esc(u.type) + " (" + u.count + " pending)").join(", ") + "</p>";
@@ -219,12 +241,6 @@ function render(s) {
     queueRows.map((q) => '<tr data-queue="' + esc(q.name) + '"><td>' + esc(q.name) + '</td><td class="num" data-col="ready">' + q.ready + '</td><td class="num" data-col="scheduled">' + q.scheduled + '</td><td class="num" data-col="processing">' + q.processing +
       '</td><td class="num">' + (q.oldestReadyAt ? waited(q.oldestReadyAt) : "—") + '</td><td data-col="state">' + (q.paused ? '<span class="paused">paused</span> <span class="muted">' + (q.paused.pausedBy ? "by " + esc(q.paused.pausedBy) : "") + "</span>" : "running") +
       "</td><td>" + pauseButton("queue", q.name, q.paused !== null) + "</td></tr>").join("") + "</table>";
-  $("history").innerHTML = tasks.map((t) => {
-    const ready = history.map((h) => h.tasks[t]?.ready ?? 0);
-    const done = history.map((h) => h.tasks[t]?.done ?? 0);
-    return "<div><b>" + esc(t) + '</b> <span class="muted">ready (max ' + Math.max(...ready) + ")</span><br>" + spark(ready, Math.max(...ready)) +
-      '<br><span class="muted">completed per second (max ' + Math.max(...done).toFixed(1) + ")</span><br>" + spark(done, Math.max(...done)) + "</div>";
-  }).join("") || '<p class="muted">no history yet</p>';
   // One row a worker, a hundred of them at a glance; a worker's page (openWorker) has its machine and jobs.
   $("workers").innerHTML = s.workers.length === 0 ? '<p class="muted">no worker has written a heartbeat</p>' :
     '<table data-testid="workers"><thead><tr><th>worker</th><th>host</th><th class="num">pid</th><th>version</th><th>state</th><th class="num">concurrency</th><th class="num">running</th><th class="num">waiting</th><th>last beat</th><th>started</th></tr></thead><tbody>' +
@@ -339,6 +355,7 @@ async function bulk(action) {
   params.set("expected", String(body.count));
   await act("api/bulk/" + action + "?" + params, [BULK_VERB[action] + " " + what + "? " + BULK_AFTER[action] + " At most that many are changed, in batches.", BULK_VERB[action].toLowerCase() + " " + body.count.toLocaleString("en-US")]);
   browse(false);
+  drawHistory();
 }
 $("browse-tabs").innerHTML = BROWSE.map(([state]) => '<button type="button" role="tab" data-browse="' + state + '" aria-selected="' + (state === browseState) + '">' + state + "</button>").join("");
 let browseSeq = 0;
@@ -428,6 +445,11 @@ document.addEventListener("click", async (event) => {
     return browse(false);
   }
   if (target.id === "browse-more") return browse(true);
+  if (target.dataset.range) {
+    historyRange = target.dataset.range;
+    for (const tab of document.querySelectorAll("[data-range]")) tab.setAttribute("aria-selected", String(tab === target));
+    return drawHistory();
+  }
   if (target.dataset.bulk) return bulk(target.dataset.bulk);
   if (target.dataset.scheduleAction) {
     const action = target.dataset.scheduleAction, name = target.dataset.name;
@@ -463,6 +485,7 @@ async function start() {
   events.addEventListener("failure", (e) => { $("status").textContent = "database: " + JSON.parse(e.data).error; $("status").className = "down"; });
   events.onerror = () => { $("status").textContent = "dashboard unreachable, retrying…"; $("status").className = "down"; };
   browse(false);
+  drawHistory();
 }
 start();
 </script>

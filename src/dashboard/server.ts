@@ -6,7 +6,9 @@
 // Served by `picket dashboard` (loopback by default), or mounted in a service behind its own
 // auth through createDashboardHandler (a fetch-style handler). Write actions need the token the
 // dashboard was given; without one they are refused.
+import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
+import { createRequire } from "node:module";
 import * as Effect from "effect/Effect";
 import * as Layer from "effect/Layer";
 import * as Stream from "effect/Stream";
@@ -25,6 +27,7 @@ import {
   InvalidJobError,
   isJobId,
   jobsHeldBy,
+  jobHistory,
   jobSteps,
   pauseClaims,
   pauseSchedule,
@@ -81,6 +84,16 @@ export interface DashboardOptions {
 }
 
 const json = (body: unknown, status = 200) => HttpServerResponse.jsonUnsafe(body, { status });
+
+// The chart library the page draws the history with, served from the installed package: no CDN, so
+// a dashboard on a network without internet draws its charts. Read once, when first asked for.
+const asset = (file: string, contentType: string) => {
+  let body: string | undefined;
+  return Effect.sync(() => {
+    body ??= readFileSync(createRequire(import.meta.url).resolve(`uplot/dist/${file}`), "utf8");
+    return HttpServerResponse.text(body, { contentType, headers: { "cache-control": "public, max-age=86400" } });
+  });
+};
 
 /** A statement's failure as the page shows it: what went wrong, in the database's words. */
 const failure = (error: unknown) => json({ error: error instanceof Error ? error.message : String(error) }, 503);
@@ -287,6 +300,20 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     HttpRouter.add("GET", "/", guarded(Effect.succeed(HttpServerResponse.html(DASHBOARD_PAGE)), false)),
     // Browsers ask for it: no icon, rather than a 404 in their console.
     HttpRouter.add("GET", "/favicon.ico", guarded(Effect.succeed(HttpServerResponse.empty({ status: 204 })), false)),
+    HttpRouter.add("GET", "/assets/uplot.js", guarded(asset("uPlot.iife.min.js", "text/javascript"), false)),
+    HttpRouter.add("GET", "/assets/uplot.css", guarded(asset("uPlot.min.css", "text/css"), false)),
+    HttpRouter.add(
+      "GET",
+      "/api/history",
+      guarded(
+        Effect.gen(function* () {
+          const range = new URL((yield* HttpServerRequest.HttpServerRequest).url, "http://dashboard").searchParams.get("range") ?? "hour";
+          if (range !== "hour" && range !== "day") return json({ error: `range is "hour" or "day" (got ${JSON.stringify(range)})` }, 400);
+          return yield* answered(() => jobHistory(db, range, statements), (history) => json(history));
+        }),
+        true,
+      ),
+    ),
     HttpRouter.add("GET", "/api/machines", guarded(Effect.succeed(json({ job: machineConfig(jobMachine), supervisor: machineConfig(supervisorMachine) })), true)),
     HttpRouter.add("GET", "/api/snapshot", guarded(answered(snapshot, (body) => json(body)), true)),
     HttpRouter.add(
