@@ -32,10 +32,12 @@ export const createLogger = (options: LoggerOptions = {}): Logger => {
     const colorize = options.colorize ?? (process.stdout.isTTY === true && !process.env.NO_COLOR);
     return pino({ level, base, serializers }, pino.transport({ target: "pino-pretty", options: { colorize, ignore: "pid,hostname" } }));
   }
-  // stdout written synchronously (pino's own default stream writes asynchronously): a line
-  // logged before the process's next console.log is printed before it, and a line logged just
-  // before a crash or a process.exit is not lost. picket logs no line per job at info level.
-  return pino({ level, base, serializers }, options.destination ?? pino.destination({ dest: 1, sync: true }));
+  // Through process.stdout itself, the stream console.log writes to: a line logged before the
+  // process's next console.log is printed before it, whatever the reader's pace. (pino's own
+  // stream writes on its own: asynchronously, and even written synchronously to fd 1 it passed
+  // console.log's lines that waited in process.stdout while a slow reader's pipe was full.) A line
+  // is as safe at a process.exit as console.log's. picket logs no line per job at info level.
+  return pino({ level, base, serializers }, options.destination ?? process.stdout);
 };
 
 /**
