@@ -5,7 +5,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { enqueueJob, enqueueJobs, getJob, type Job } from "../src/db/index.ts";
+import { enqueueJob, enqueueJobs, getJob, InvalidConfigError, type Job } from "../src/db/index.ts";
 import { defineTask, PermanentError, type StandardSchema } from "../src/runtime/task.ts";
 import {
   checkTask,
@@ -234,11 +234,35 @@ describe("checkTask", () => {
       ]),
     );
     for (const path of failed) expect(path.problems.join("\n")).toMatch(/^not idempotent: expected 1 \(what idempotent.effect measures after one clean run\), observed 2 after this path\n/);
+    // Each failure says what happened on its path, in words: the fault, where, and the write after it.
+    const faultsOf = Object.fromEntries(failed.map((p) => [p.name.replace("kit.charge-careless: ", ""), /\n {2}the path: (.*); the job was run/.exec(p.problems.join("\n"))?.[1]]));
+    expect(faultsOf).toMatchObject({
+      "LEASE_LOST => fenced [at the handler's start; the handler goes on]": "the worker lost its lease at the handler's start (another worker took the job over) and the handler went on",
+      "STEP_RECORDED > LEASE_LOST => fenced [crash after step 1: the worker is gone]": "the worker crashed after step 1 (another worker took the job over)",
+      "timeout > done:write(fenced) => fenced [at the handler's start]": "the job timed out at the handler's start, then its outcome write found another worker holding the job",
+      "DRAIN_DEADLINE > error:write => abandoned [at the handler's start]": "the drain deadline passed at the handler's start (the job was released), then its outcome write failed",
+      "STEP_RECORDED > LEASE_EXPIRED > done:write(pending) => done [after step 1]": "the worker could not confirm its lease after step 1",
+      "STEP_RECORDED > done:handler > done:write(fenced) => fenced": "the handler completed, then its outcome write found another worker holding the job",
+    });
     expect(report.paths.find((p) => p.name === "kit.charge-careless: STEP_RECORDED > done:handler > done:write(completed) => done")).toMatchObject({ status: "passed", outcome: "completed", reruns: [] });
     // And by default it throws, naming the failed paths.
     await expect(checkTask(careless, { db: db.pool, payload: { amount: 5 }, idempotent: { effect } })).rejects.toThrow(
       /checkTask\("kit.charge-careless"\): \d+ paths passed, \d+ failed[\s\S]*FAIL kit\.charge-careless: STEP_RECORDED > timeout/,
     );
+  });
+
+  it("refuses what it cannot check, saying what to give: an isolated task, no pool, no sample payload", async () => {
+    const task = defineTask({ name: "kit.refused-options", handler: async () => undefined });
+    const refusal = async (run: Promise<unknown>) => {
+      const error = await run.then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidConfigError);
+      return (error as Error).message;
+    };
+    expect(await refusal(checkTask({ ...task, handler: undefined } as never, { db: db.pool, payload: {} }))).toBe(
+      'picket/testing: checkTask runs a task\'s handler in this process; task "kit.refused-options" is isolated (isolate), which it does not support.',
+    );
+    expect(await refusal(checkTask(task, { db: { query: () => undefined } as never, payload: {} }))).toBe("picket/testing: checkTask needs { db: pg.Pool } (the test database's pool).");
+    expect(await refusal(checkTask(task, { db: db.pool } as never))).toBe('picket/testing: checkTask needs a sample payload the task "kit.refused-options" accepts: { payload }.');
   });
 
   it("passes the same task once the charge is a durable step, on every path it can take", async () => {
@@ -299,6 +323,16 @@ describe("checkTask", () => {
     const before = timers();
     const report = await checkTask(quick, { db: db.pool, payload: {} });
     expect(report.passed).toBeGreaterThan(10);
+    // A handler without steps that completes: the paths through a recorded step, and those where
+    // the handler fails, are skipped, each saying why.
+    const skipped = report.paths.filter((p) => p.status === "skipped");
+    expect([...new Set(skipped.map((p) => p.reason))].sort()).toEqual(["the handler completes with this payload", "the handler records no step (ctx.step)"]);
+    const stepOnly = skipped.filter((p) => p.name.includes("STEP_RECORDED") && !p.name.includes("error:handler"));
+    expect(stepOnly.length).toBeGreaterThan(0);
+    expect(stepOnly.every((p) => p.reason === "the handler records no step (ctx.step)")).toBe(true);
+    const failing = skipped.filter((p) => p.name.includes("error:handler") && !p.name.includes("STEP_RECORDED"));
+    expect(failing.length).toBeGreaterThan(0);
+    expect(failing.every((p) => p.reason === "the handler completes with this payload")).toBe(true);
     // One settle timer per path was left for settleMs (10 s); a pool's idle timer or two may come and go.
     expect(timers() - before).toBeLessThan(3);
   });
