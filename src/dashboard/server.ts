@@ -99,15 +99,21 @@ const asset = (file: string, contentType: string) => {
 const failure = (error: unknown) => json({ error: error instanceof Error ? error.message : String(error) }, 503);
 
 /**
- * A statement run for a route: `respond` with its result, or 503 with the database's own error (the
- * error itself is kept: Effect.tryPromise without a catch wraps it in one that says only "An error
- * occurred in Effect.tryPromise", which is what the page showed).
+ * A statement run for a route: its result, or the response that says why it failed: 400 with
+ * picket's words for a value it refuses (a filter, a name, who asked), 503 with the database's own.
+ * (The error itself is kept: Effect.tryPromise without a catch wraps it in one that says only "An
+ * error occurred in Effect.tryPromise", which is what the page showed.)
  */
-const answered = <A>(run: () => Promise<A>, respond: (result: A) => HttpServerResponse.HttpServerResponse) =>
+const attempt = <A>(run: () => Promise<A>): Effect.Effect<A | HttpServerResponse.HttpServerResponse> =>
   Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
-    Effect.map(respond),
-    Effect.catch((error) => Effect.succeed(failure(error))),
+    Effect.catch((error) =>
+      Effect.succeed(error instanceof InvalidConfigError || error instanceof InvalidJobError ? json({ error: error.message }, 400) : failure(error)),
+    ),
   );
+
+/** A statement run for a read: `respond` with its result, or the response that says why it failed. */
+const answered = <A extends object | number | null>(run: () => Promise<A>, respond: (result: A) => HttpServerResponse.HttpServerResponse) =>
+  attempt(run).pipe(Effect.map((result) => (HttpServerResponse.isHttpServerResponse(result) ? result : respond(result as A))));
 
 /** A job route's id that is no job id: the caller's mistake (400), not the database's (503). */
 const badJobId = (id: string | undefined) => json({ error: `job id must be a positive integer (got ${JSON.stringify(id ?? "")})` }, 400);
@@ -256,10 +262,10 @@ export const dashboardRoutes = (options: DashboardOptions) => {
       Effect.gen(function* () {
         const { id } = yield* HttpRouter.params;
         if (id === undefined || !isJobId(id)) return badJobId(id);
-        return yield* Effect.tryPromise({ try: () => run(db, id, { ...statements, by }), catch: (error) => error }).pipe(
-          Effect.map((result) => ({ result, message: jobActionMessage(action, id, result), on: `job ${id}` })),
-          Effect.catch((error) => Effect.succeed(failure(error))),
-        );
+        return yield* attempt(async () => {
+          const result = await run(db, id, { ...statements, by });
+          return { result, message: jobActionMessage(action, id, result), on: `job ${id}` };
+        });
       }),
     );
 
@@ -272,10 +278,8 @@ export const dashboardRoutes = (options: DashboardOptions) => {
         action === "pause"
           ? ((result) => ({ result, message: pauseMessage(target, result), on }))(await pauseClaims(db, target, { ...statements, by }))
           : ((result) => ({ result, message: resumeMessage(target, result), on }))(await resumeClaims(db, target, statements));
-      return Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
-        // A name no job could have is the caller's mistake, said as enqueue says it.
-        Effect.catch((error) => Effect.succeed(error instanceof InvalidConfigError || error instanceof InvalidJobError ? json({ error: error.message }, 400) : failure(error))),
-      );
+      // A name no job could have is the caller's mistake, said as enqueue says it.
+      return attempt(run);
     });
 
   // A schedule's pause, resume or trigger, named by ?name=.
@@ -291,9 +295,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
         const result = action === "pause" ? await pauseSchedule(db, name, { ...statements, by }) : await resumeSchedule(db, name, statements);
         return { result, message: scheduleMessage(action, name, result.outcome, null), on: `schedule ${name}` };
       };
-      return Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
-        Effect.catch((error) => Effect.succeed(error instanceof InvalidConfigError ? json({ error: error.message }, 400) : failure(error))),
-      );
+      return attempt(run);
     });
 
   return Layer.mergeAll(
@@ -336,11 +338,8 @@ export const dashboardRoutes = (options: DashboardOptions) => {
         Effect.gen(function* () {
           const filter = browseFilterOf(yield* HttpServerRequest.HttpServerRequest);
           if (typeof filter === "string") return json({ error: filter }, 400);
-          return yield* Effect.tryPromise({ try: () => browseJobs(db, filter, statements), catch: (error) => error }).pipe(
-            Effect.map((page) => json(page)),
-            // A filter browseJobs refuses is the caller's mistake, in its words.
-            Effect.catch((error) => Effect.succeed(error instanceof InvalidJobError ? json({ error: error.message }, 400) : failure(error))),
-          );
+          // A filter browseJobs refuses is the caller's mistake, in its words.
+          return yield* answered(() => browseJobs(db, filter, statements), (page) => json(page));
         }),
         true,
       ),
@@ -392,10 +391,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
           if (!isBulkAction(action)) return json({ error: `a bulk action is one of ${Object.keys(BULK_STATES).join(", ")} (got ${JSON.stringify(action ?? "")})` }, 400);
           const filter = bulkFilterOf(yield* HttpServerRequest.HttpServerRequest);
           if (typeof filter === "string") return json({ error: filter }, 400);
-          return yield* Effect.tryPromise({ try: () => countBulk(db, action, filter, statements), catch: (error) => error }).pipe(
-            Effect.map((count) => json({ count })),
-            Effect.catch((error) => Effect.succeed(error instanceof InvalidJobError ? json({ error: error.message }, 400) : failure(error))),
-          );
+          return yield* answered(() => countBulk(db, action, filter, statements), (count) => json({ count }));
         }),
         true,
       ),
@@ -412,11 +408,10 @@ export const dashboardRoutes = (options: DashboardOptions) => {
           const expected = Number(new URL(request.url, "http://dashboard").searchParams.get("expected"));
           if (!Number.isInteger(expected) || expected < 1) return json({ error: "say how many jobs you confirmed: ?expected=<the count>, from GET api/bulk/<action>/count" }, 400);
           const on = `${expected} ${filter.state} jobs${filter.task ? ` of task ${filter.task}` : ""}${filter.queue ? ` in queue ${filter.queue}` : ""}${filter.before ? ` before ${filter.before.toISOString()}` : ""}`;
-          return yield* Effect.tryPromise({ try: () => applyBulk(db, action, filter, { ...statements, expected, by }), catch: (error) => error }).pipe(
-            Effect.map((result) => ({ result: { ...result, outcome: "applied" }, message: bulkMessage(action, result), on: `${action} ${on}` })),
-            Effect.catch((error) => Effect.succeed(error instanceof InvalidJobError ? json({ error: error.message }, 400) : failure(error))),
-          );
-        }),
+          return yield* attempt(async () => {
+            const result = await applyBulk(db, action, filter, { ...statements, expected, by });
+            return { result: { ...result, outcome: "applied" }, message: bulkMessage(action, result), on: `${action} ${on}` };
+          });        }),
       ),
     ),
     HttpRouter.add("POST", "/api/pause", pauseAction("pause")),

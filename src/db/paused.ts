@@ -135,13 +135,21 @@ export const resumeClaims = async (db: Queryable, target: PauseTarget, options: 
 export const listPaused = async (db: Queryable, options: StatementOptions = {}): Promise<PausedEntry[]> =>
   (await runStatement<PausedEntry>(db, { text: listPausedSql(options.schema ?? DEFAULT_SCHEMA) }, options)).rows;
 
+/** A queue's row as queuesSql returns it: its counts, its head's run_at, and its pause's columns. */
+interface QueueRow {
+  name: string;
+  ready: number;
+  scheduled: number;
+  processing: number;
+  head_at: Date | null;
+  kind: "queue" | null;
+  pausedAt: Date | null;
+  pausedBy: string | null;
+}
+
 /** Every queue with jobs pending or processing, and every paused queue, by name. */
 export const listQueues = async (db: Queryable, options: StatementOptions = {}): Promise<QueueView[]> => {
-  const { rows } = await runStatement<Omit<QueueView, "paused" | "oldestReadyAt"> & { head_at: Date | null } & { kind: "queue" | null; pausedAt: Date | null; pausedBy: string | null }>(
-    db,
-    { text: queuesSql(options.schema ?? DEFAULT_SCHEMA) },
-    options,
-  );
+  const { rows } = await runStatement<QueueRow>(db, { text: queuesSql(options.schema ?? DEFAULT_SCHEMA) }, options);
   return rows.map(({ name, ready, scheduled, processing, head_at, kind, pausedAt, pausedBy }) => ({
     name,
     ready,
