@@ -226,6 +226,19 @@ describe("the console's actions in a browser", () => {
       expect(await detail.locator("tr", { hasText: /^key/ }).textContent()).toBe("keyinvoice-7");
       expect(JSON.parse((await page.locator('[data-testid="payload"]').textContent())!)).toEqual({ invoice: 7, lines: ["a"] });
       expect(await page.locator('[data-testid="detail-actions"] button').allTextContents()).toEqual(["run now", "cancel"]);
+      // Run now, then cancel, then delete: each confirmed, each answered, the page's buttons following the job's status.
+      const actions = page.locator('[data-testid="detail-actions"]');
+      await actions.locator('[data-action="run-now"]').click();
+      await confirm(new RegExp(`^Run job ${keyed.id} now\\? It becomes due at once, ahead of its run time\\.$`));
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`job ${keyed.id} is due now: the next free worker takes it`);
+      expect((await db.pool.query("SELECT run_at <= now() AS due FROM picket.jobs WHERE id = $1", [keyed.id])).rows[0].due).toBe(true);
+      await actions.locator('[data-action="cancel"]').click();
+      await confirm(/^Cancel job \d+\?/);
+      await expect.poll(() => actions.locator("button").allTextContents(), { timeout: 5_000 }).toEqual(["delete"]);
+      await actions.locator('[data-action="delete"]').click();
+      await confirm(/and its recorded steps\? This cannot be undone\.$/);
+      await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`job ${keyed.id} is deleted, with its recorded steps`);
+      expect(await row(db.pool, keyed.id)).toBeUndefined();
 
       // A queue with a job in it, paused from its row.
       const first = await enqueueJob(db.pool, { type: "console-mail", queue: "outbox" });
