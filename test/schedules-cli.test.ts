@@ -1,7 +1,7 @@
 // @module-tag spawns: every test here runs picket (or node, npm, git) in a child process.
 // `picket schedules` as a user runs it: a real process against the test database.
 import { describe, expect, it } from "vitest";
-import { upsertSchedule } from "../src/db/index.ts";
+import { listSchedules, upsertSchedule } from "../src/db/index.ts";
 import { picket } from "./support/cli.ts";
 import { useTestDatabase } from "./support/db.ts";
 
@@ -33,5 +33,22 @@ describe("picket schedules", () => {
     expect((await picket(["schedules"], env)).stdout).toMatch(/\nfresh\s+ping\s+0 0 1 1 \*\s+\S+\s+never\s+\d{4}-01-01T00:00:00\.000Z\n/);
     const help = await picket(["schedules", "--help"]);
     expect(help.stdout).toContain("Usage: picket schedules");
+  }, 60_000);
+
+  it("pauses, resumes and triggers a schedule by name, and says when there is no such schedule", async () => {
+    const env = { env: { DATABASE_URL: db.url } };
+    await upsertSchedule(db.pool, { name: "cli-paused", task: "cli-paused-task", cron: "0 3 * * *" });
+    expect(await picket(["schedules", "pause", "cli-paused", "--by", "ops"], env)).toMatchObject({ code: 0, stdout: "schedule cli-paused paused: it fires no tick until resumed\n" });
+    expect((await picket(["schedules", "pause", "cli-paused"], env)).stdout).toBe("schedule cli-paused was already paused\n");
+    expect((await listSchedules(db.pool, { names: ["cli-paused"] }))[0]).toMatchObject({ pausedBy: "ops", pausedAt: expect.any(Date) });
+    const triggered = await picket(["schedules", "trigger", "cli-paused"], env);
+    expect(triggered.stdout).toMatch(/^schedule cli-paused triggered: job \d+\n$/);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'cli-paused-task'")).rows[0].n).toBe(1);
+    expect((await picket(["schedules", "resume", "cli-paused"], env)).stdout).toBe("schedule cli-paused resumed: it fires from its next tick\n");
+    expect((await picket(["schedules", "resume", "cli-paused"], env)).stdout).toBe("schedule cli-paused was not paused\n");
+    const missing = await picket(["schedules", "pause", "no-such"], env);
+    expect(missing).toMatchObject({ code: 1, stderr: 'picket: there is no schedule "no-such" (picket schedules lists them)\n' });
+    // The list is still the command's own.
+    expect((await picket(["schedules"], env)).stdout).toMatch(/^schedule\s+task\s+cron/);
   }, 60_000);
 });
