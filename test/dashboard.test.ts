@@ -250,6 +250,8 @@ describe("the console's actions in a browser", () => {
       await confirm(/^Pause queue outbox\? No worker claims its jobs until it is resumed; running jobs finish\.$/);
       await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe("queue outbox paused: no worker claims its jobs until it is resumed (running jobs finish)");
       await expect.poll(() => queueRow.locator('[data-col="state"]').textContent(), { timeout: 5_000 }).toBe("paused by dashboard");
+      // Its head: the job it runs next, held while the queue is paused.
+      expect(await queueRow.locator('[data-col="head"]').textContent()).toBe(`${held.id} console-mail`);
       // Due now, while paused: neither worker takes it; a job of another task, enqueued after, runs.
       await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [held.id]);
       const marker = await enqueueJob(db.pool, { type: "console-report" });

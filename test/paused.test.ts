@@ -144,11 +144,13 @@ describe("the queues an operator sees", () => {
     const queues = await listQueues(db.pool, { schema });
     const byName = Object.fromEntries(queues.map((q) => [q.name, q]));
     expect(queues.map((q) => q.name)).toEqual(["emails", "held-only", "nothing-yet", "reports"]);
-    expect(byName["emails"]).toEqual({ name: "emails", ready: 1, scheduled: 1, processing: 1, oldestReadyAt: expect.any(Date), paused: null });
+    expect(byName["emails"]).toEqual({ name: "emails", ready: 1, scheduled: 1, processing: 1, oldestReadyAt: expect.any(Date), head: { id: expect.any(String), type: "listed", runAt: expect.any(Date) }, paused: null });
+    // Its head is the job after the claimed one: the one due now, not the one due in an hour.
+    expect(byName["emails"]!.head!.runAt.getTime()).toBe(byName["emails"]!.oldestReadyAt!.getTime());
     expect(byName["emails"]!.oldestReadyAt!.getTime()).toBeGreaterThan(old.getTime());
-    expect(byName["held-only"]).toEqual({ name: "held-only", ready: 0, scheduled: 0, processing: 1, oldestReadyAt: null, paused: null });
-    expect(byName["reports"]).toEqual({ name: "reports", ready: 0, scheduled: 1, processing: 0, oldestReadyAt: null, paused: null });
-    expect(byName["nothing-yet"]).toEqual({ name: "nothing-yet", ready: 0, scheduled: 0, processing: 0, oldestReadyAt: null, paused });
+    expect(byName["held-only"]).toEqual({ name: "held-only", ready: 0, scheduled: 0, processing: 1, oldestReadyAt: null, head: null, paused: null });
+    expect(byName["reports"]).toEqual({ name: "reports", ready: 0, scheduled: 1, processing: 0, oldestReadyAt: null, head: expect.objectContaining({ type: "listed" }), paused: null });
+    expect(byName["nothing-yet"]).toEqual({ name: "nothing-yet", ready: 0, scheduled: 0, processing: 0, oldestReadyAt: null, head: null, paused });
     // A schema without queued jobs or pauses has no queues.
     await migrate(db.pool, { schema: "queues_none" });
     expect(await listQueues(db.pool, { schema: "queues_none" })).toEqual([]);

@@ -40,7 +40,13 @@ describe("picket queues", () => {
     expect(lines.slice(2)).toEqual(["", "paused tasks:", expect.stringMatching(/^ {2}cli-report {2}paused since \S+ by .+@.+$/)]);
     const json = JSON.parse((await picket(["queues", "list", "--json"], env)).stdout);
     expect(json).toEqual({
-      queues: [{ name: "emails", ready: 1, scheduled: 1, processing: 0, oldestReadyAt: expect.any(String), paused: expect.objectContaining({ kind: "queue", name: "emails", pausedBy: "alice" }) }],
+      queues: [
+        {
+          name: "emails", ready: 1, scheduled: 1, processing: 0, oldestReadyAt: expect.any(String),
+          head: { id: expect.any(String), type: "cli-mail", runAt: expect.any(String) },
+          paused: expect.objectContaining({ kind: "queue", name: "emails", pausedBy: "alice" }),
+        },
+      ],
       pausedTasks: [expect.objectContaining({ kind: "task", name: "cli-report" })],
     });
 

@@ -237,9 +237,9 @@ function render(s) {
     tasks.map((t) => '<tr data-task="' + esc(t) + '"><td>' + esc(t) + "</td>" + LIVE_STATES.map((c) => '<td class="num" data-col="' + c + '">' + live(t, c) + "</td>").join("") + '<td class="num">' + rate(t, "completed").toFixed(1) + '</td><td class="num">' + rate(t, "dead").toFixed(1) + "</td><td>" + pauseButton("task", t, pausedTasks.has(t)) + "</td></tr>").join("") + "</table>";
   const queueRows = s.queues ?? [];
   $("queues").innerHTML = queueRows.length === 0 ? '<p class="muted">no queued jobs</p>' :
-    '<table><tr><th>queue</th><th class="num">ready</th><th class="num">scheduled</th><th class="num">processing</th><th class="num">oldest ready</th><th>state</th><th></th></tr>' +
+    '<table><tr><th>queue</th><th class="num">ready</th><th class="num">scheduled</th><th class="num">processing</th><th class="num">oldest ready</th><th>next</th><th>state</th><th></th></tr>' +
     queueRows.map((q) => '<tr data-queue="' + esc(q.name) + '"><td>' + esc(q.name) + '</td><td class="num" data-col="ready">' + q.ready + '</td><td class="num" data-col="scheduled">' + q.scheduled + '</td><td class="num" data-col="processing">' + q.processing +
-      '</td><td class="num">' + (q.oldestReadyAt ? waited(q.oldestReadyAt) : "—") + '</td><td data-col="state">' + (q.paused ? '<span class="paused">paused</span> <span class="muted">' + (q.paused.pausedBy ? "by " + esc(q.paused.pausedBy) : "") + "</span>" : "running") +
+      '</td><td class="num">' + (q.oldestReadyAt ? waited(q.oldestReadyAt) : "—") + '</td><td data-col="head">' + (q.head ? '<a class="job" href="#job-' + esc(q.head.id) + '" data-open="' + esc(q.head.id) + '">' + esc(q.head.id) + "</a> " + esc(q.head.type) : "—") + '</td><td data-col="state">' + (q.paused ? '<span class="paused">paused</span> <span class="muted">' + (q.paused.pausedBy ? "by " + esc(q.paused.pausedBy) : "") + "</span>" : "running") +
       "</td><td>" + pauseButton("queue", q.name, q.paused !== null) + "</td></tr>").join("") + "</table>";
   // One row a worker, a hundred of them at a glance; a worker's page (openWorker) has its machine and jobs.
   $("workers").innerHTML = s.workers.length === 0 ? '<p class="muted">no worker has written a heartbeat</p>' :

@@ -5,6 +5,7 @@ import { checkQueueName } from "./claim-limited.ts";
 import { checkOperatorName } from "./job-history.ts";
 import { checkTaskName } from "./job-spec.ts";
 import { notifyChannel } from "./notify.ts";
+import type { JobId } from "./job-row.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
@@ -34,6 +35,8 @@ export interface QueueView {
   processing: number;
   /** The run_at of the oldest ready job: how long the queue has kept someone waiting. */
   oldestReadyAt: Date | null;
+  /** The queue's head: the pending job it runs next (a serial queue runs in run_at, id order), or null. */
+  head: { id: JobId; type: string; runAt: Date } | null;
   paused: PausedEntry | null;
 }
 
@@ -89,9 +92,13 @@ const queuesSql = perSchema(
          (SELECT count(*) FROM ${schema}.jobs AS j WHERE j.status = 'pending' AND j.queue = n.queue AND j.run_at <= now())::int AS ready,
          (SELECT count(*) FROM ${schema}.jobs AS j WHERE j.status = 'pending' AND j.queue = n.queue AND j.run_at > now())::int AS scheduled,
          (SELECT count(*) FROM ${schema}.jobs AS j WHERE j.lock_until IS NOT NULL AND j.queue = n.queue AND j.status = 'processing')::int AS processing,
-         (SELECT j.run_at FROM ${schema}.jobs AS j WHERE j.status = 'pending' AND j.queue = n.queue ORDER BY j.run_at, j.id LIMIT 1) AS head_at,
+         head.id AS head_id, head.type AS head_type, head.run_at AS head_at,
          p.kind, p.paused_at AS "pausedAt", p.paused_by AS "pausedBy"
-  FROM names AS n LEFT JOIN ${schema}.paused AS p ON p.kind = 'queue' AND p.name = n.queue
+  FROM names AS n
+  LEFT JOIN LATERAL (
+    SELECT j.id, j.type, j.run_at FROM ${schema}.jobs AS j WHERE j.status = 'pending' AND j.queue = n.queue ORDER BY j.run_at, j.id LIMIT 1
+  ) AS head ON true
+  LEFT JOIN ${schema}.paused AS p ON p.kind = 'queue' AND p.name = n.queue
   ORDER BY n.queue`,
 );
 
@@ -141,6 +148,8 @@ interface QueueRow {
   ready: number;
   scheduled: number;
   processing: number;
+  head_id: JobId | null;
+  head_type: string | null;
   head_at: Date | null;
   kind: "queue" | null;
   pausedAt: Date | null;
@@ -150,13 +159,14 @@ interface QueueRow {
 /** Every queue with jobs pending or processing, and every paused queue, by name. */
 export const listQueues = async (db: Queryable, options: StatementOptions = {}): Promise<QueueView[]> => {
   const { rows } = await runStatement<QueueRow>(db, { text: queuesSql(options.schema ?? DEFAULT_SCHEMA) }, options);
-  return rows.map(({ name, ready, scheduled, processing, head_at, kind, pausedAt, pausedBy }) => ({
+  return rows.map(({ name, ready, scheduled, processing, head_id, head_type, head_at, kind, pausedAt, pausedBy }) => ({
     name,
     ready,
     scheduled,
     processing,
     // The head is the oldest pending job; it is ready when any is.
     oldestReadyAt: ready > 0 ? head_at : null,
+    head: head_id === null ? null : { id: head_id, type: head_type!, runAt: head_at! },
     paused: kind === null ? null : { kind, name, pausedAt: pausedAt!, pausedBy },
   }));
 };
