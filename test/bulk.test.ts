@@ -2,18 +2,13 @@
 // most that many, in batches, each job's history recording it; keys that block a retry; refusals.
 // Each test works in a schema of its own.
 import { describe, expect, it } from "vitest";
-import { applyBulk, countBulk, InvalidJobError, migrate, type BulkFilter } from "../src/db/index.ts";
-import { useTestDatabase } from "./support/db.ts";
+import { applyBulk, countBulk, InvalidJobError, type BulkFilter } from "../src/db/index.ts";
+import { schemasFor, useTestDatabase } from "./support/db.ts";
 import { rejectionOf } from "./support/errors.ts";
 
 const db = useTestDatabase();
 
-let schemas = 0;
-const freshSchema = async () => {
-  const schema = `bulk_${++schemas}`;
-  await migrate(db.pool, { schema });
-  return schema;
-};
+const freshSchema = schemasFor(db, "bulk");
 const statuses = async (schema: string) =>
   Object.fromEntries((await db.pool.query(`SELECT type || ' ' || status AS k, count(*)::int AS n FROM ${schema}.jobs GROUP BY 1 ORDER BY 1`)).rows.map((r) => [r.k, r.n]));
 

@@ -2,28 +2,27 @@
 // node:http, each a real package serving on a real port. The page is opened in Chromium under the
 // prefix (its relative URLs must resolve there), and its routes, stream and write actions answer
 // through the framework, beside a route of the service's own.
-import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import express from "express";
 import Fastify from "fastify";
 import { Hono } from "hono";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueueJob } from "../src/db/index.ts";
 import { createDashboardHandler, createDashboardNodeHandler, type DashboardOptions } from "../src/dashboard/server.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { row } from "./support/factory.ts";
 import { captureLogs } from "./support/worker.ts";
+import { launchChromium } from "./support/browser.ts";
 
 const db = useTestDatabase();
-const CHROMIUM = process.env.CHROMIUM_PATH ?? (existsSync("/usr/bin/chromium") ? "/usr/bin/chromium" : "chromium");
 const TOKEN = "mounted-token";
 
 let browser: Browser;
 beforeAll(async () => {
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+  browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

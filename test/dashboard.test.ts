@@ -2,10 +2,9 @@
 // worker running jobs through their states: what the page shows must be what the worker and the
 // table hold, and the retry button must run a dead job again. Plus the HTTP side on its own: the
 // token rules, and the fetch-style handler a service mounts.
-import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { Effect, Fiber } from "effect";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { beat, enqueueJob, jobSteps } from "../src/db/index.ts";
 import { createDashboardHandler, serveDashboard } from "../src/dashboard/server.ts";
@@ -15,15 +14,15 @@ import { useTestDatabase } from "./support/db.ts";
 import { row } from "./support/factory.ts";
 import { freePort } from "./support/ports.ts";
 import { startWorker } from "./support/worker.ts";
+import { launchChromium } from "./support/browser.ts";
 
 const db = useTestDatabase();
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? (existsSync("/usr/bin/chromium") ? "/usr/bin/chromium" : "chromium");
 const TOKEN = "s3cret-dashboard-token";
 
 let browser: Browser;
 beforeAll(async () => {
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+  browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

@@ -2,20 +2,15 @@
 // heartbeats, the minute rows the heartbeats add it to (and prune after 25 hours), the depth sampled
 // once a minute, and the buckets of an hour and of a day read back for the charts.
 import { describe, expect, it } from "vitest";
-import { enqueueJob, enqueueJobs, jobHistory, migrate, recordHistory, type TaskTally } from "../src/db/index.ts";
+import { enqueueJob, enqueueJobs, jobHistory, recordHistory, type TaskTally } from "../src/db/index.ts";
 import { JobTally } from "../src/runtime/job-tally.ts";
 import { defineTask } from "../src/runtime/task.ts";
-import { useTestDatabase } from "./support/db.ts";
+import { schemasFor, useTestDatabase } from "./support/db.ts";
 import { startWorker } from "./support/worker.ts";
 
 const db = useTestDatabase();
 
-let schemas = 0;
-const freshSchema = async () => {
-  const schema = `history_${++schemas}`;
-  await migrate(db.pool, { schema });
-  return schema;
-};
+const freshSchema = schemasFor(db, "history");
 const tally = (type: string, counts: Partial<TaskTally>): TaskTally => ({ type, completed: 0, failed: 0, dead: 0, started: 0, pickupMs: 0, ...counts });
 
 describe("a worker's tally", () => {

@@ -2,19 +2,14 @@
 // skip a row (ties in time, times a Date cannot hold), the filters, the scan's budget and the
 // cursor it leaves, and what it refuses. Each test works in a schema of its own.
 import { describe, expect, it } from "vitest";
-import { browseJobs, claimJobs, InvalidJobError, migrate, SCAN_BUDGET, type BrowseFilter, type BrowseState } from "../src/db/index.ts";
-import { useTestDatabase } from "./support/db.ts";
+import { browseJobs, claimJobs, InvalidJobError, SCAN_BUDGET, type BrowseFilter, type BrowseState } from "../src/db/index.ts";
+import { schemasFor, useTestDatabase } from "./support/db.ts";
 import { rejectionOf } from "./support/errors.ts";
 import { want } from "./support/factory.ts";
 
 const db = useTestDatabase();
 
-let schemas = 0;
-const freshSchema = async () => {
-  const schema = `browse_${++schemas}`;
-  await migrate(db.pool, { schema });
-  return schema;
-};
+const freshSchema = schemasFor(db, "browse");
 
 /** Every page of a browse, followed to its end: the ids in order, and the pages' sizes. */
 const allPages = async (schema: string, filter: BrowseFilter) => {

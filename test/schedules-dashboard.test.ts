@@ -1,16 +1,14 @@
 // The dashboard shows schedules: in the snapshot its page reads, and as a table in a real Chromium.
-import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { Effect, Fiber } from "effect";
-import { chromium } from "playwright-core";
 import { describe, expect, it } from "vitest";
 import { upsertSchedule } from "../src/db/index.ts";
 import { createDashboardHandler, serveDashboard } from "../src/dashboard/server.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { freePort } from "./support/ports.ts";
+import { launchChromium } from "./support/browser.ts";
 
 const db = useTestDatabase();
-const CHROMIUM = process.env.CHROMIUM_PATH ?? (existsSync("/usr/bin/chromium") ? "/usr/bin/chromium" : "chromium");
 
 describe("schedules on the dashboard", () => {
   it("lists each schedule with its next run, in the snapshot and on the page", async () => {
@@ -18,7 +16,7 @@ describe("schedules on the dashboard", () => {
     await db.pool.query("UPDATE picket.schedules SET last_tick = '2030-01-01T00:00:00Z'");
     const { handler, dispose } = createDashboardHandler({ db: db.pool });
     let stopServer = async () => undefined;
-    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+    const browser = await launchChromium();
     try {
       const snapshot = await (await handler(new Request("http://service.local/api/snapshot"))).json();
       expect(snapshot.schedules).toMatchObject([
@@ -59,7 +57,7 @@ describe("schedules on the dashboard", () => {
     const port = await freePort();
     let server: Server | undefined;
     const fiber = Effect.runFork(serveDashboard({ db: db.pool, port, host: "127.0.0.1", intervalMs: 200, token }, (s) => (server = s)));
-    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+    const browser = await launchChromium();
     try {
       const url = `http://127.0.0.1:${port}/`;
       await expect.poll(() => fetch(url).then((r) => r.status, () => 0), { timeout: 10_000 }).toBe(200);

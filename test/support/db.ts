@@ -3,6 +3,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
+import { migrate } from "../../src/db/migrate.ts";
 import { withDatabase } from "./global-setup.ts";
 
 export interface TestDatabase {
@@ -83,4 +84,14 @@ export const interceptedPool = (
   const pool = new pg.Pool({ connectionString: url, Client: InterceptedClient });
   pool.on("error", () => undefined);
   return { pool, end: () => pool.end() };
+};
+
+/** Makes a schema of its own for each test that asks, migrated: `${prefix}_1`, `${prefix}_2`, ... */
+export const schemasFor = (db: TestDatabase, prefix: string): (() => Promise<string>) => {
+  let made = 0;
+  return async () => {
+    const schema = `${prefix}_${++made}`;
+    await migrate(db.pool, { schema });
+    return schema;
+  };
 };
