@@ -3,9 +3,7 @@
 // these as `message` beside the outcome a script reads.
 import type { AdminAction, AdminResult, BulkResult, PauseResult, PauseTarget, ResumeResult } from "../db/index.ts";
 
-type JobAction = AdminAction;
-
-const DONE: Record<JobAction, string> = {
+const DONE: Record<AdminAction, string> = {
   retry: "will run again, with fresh attempts",
   cancel: "is cancelled (if it was running, its handler is being stopped)",
   "run-now": "is due now: the next free worker takes it",
@@ -13,7 +11,7 @@ const DONE: Record<JobAction, string> = {
 };
 
 // What each action needs the job to be, and what to do otherwise.
-const ONLY: Record<JobAction, string> = {
+const ONLY: Record<AdminAction, string> = {
   retry: "only a dead job can be retried",
   cancel: "only a pending or running job can be cancelled",
   "run-now": "only a pending job can be made due now",
@@ -28,7 +26,7 @@ const STATUS_WORDS: Record<string, string> = {
   cancelled: "already cancelled",
 };
 
-export const jobActionMessage = (action: JobAction, id: string, result: AdminResult): string => {
+export const jobActionMessage = (action: AdminAction, id: string, result: AdminResult): string => {
   switch (result.outcome) {
     case "applied":
       return `job ${id} ${DONE[action]}`;
@@ -51,10 +49,10 @@ export const pauseMessage = (target: PauseTarget, result: PauseResult): string =
 export const resumeMessage = (target: PauseTarget, result: ResumeResult): string =>
   result.outcome === "applied" ? `${named(target)} resumed: workers claim its jobs again` : `${named(target)} was not paused: nothing changed`;
 
-const BULK_DONE: Record<JobAction, string> = { retry: "will run again", cancel: "cancelled", "run-now": "made due now", delete: "deleted" };
+const BULK_DONE: Record<AdminAction, string> = { retry: "will run again", cancel: "cancelled", "run-now": "made due now", delete: "deleted" };
 const jobs = (n: number) => `${n.toLocaleString("en-US")} job${n === 1 ? "" : "s"}`;
 
-export const bulkMessage = (action: JobAction, result: BulkResult): string =>
+export const bulkMessage = (action: AdminAction, result: BulkResult): string =>
   `${jobs(result.applied)} ${BULK_DONE[action]}` +
   (result.skipped > 0 ? `; ${jobs(result.skipped)} left as they were (changed meanwhile${action === "retry" ? ", or their key is held by a live job" : ""})` : "") +
   ` (${result.batches} batch${result.batches === 1 ? "" : "es"})`;

@@ -2,6 +2,7 @@
 // A pause is a row the claims read: the fast claim leaves a paused task out of its wants, the slow
 // claim gives a paused task no budget and a paused queue no room (claim.ts, claim-limited.ts).
 import { checkQueueName } from "./claim-limited.ts";
+import { InvalidConfigError } from "./errors.ts";
 import { checkOperatorName } from "./job-history.ts";
 import { checkTaskName } from "./job-spec.ts";
 import { notifyChannel } from "./notify.ts";
@@ -108,7 +109,7 @@ const targetOf = (target: PauseTarget): { kind: PausedEntry["kind"]; name: strin
     if ("queue" in target && !("task" in target)) return { kind: "queue", name: checkQueueName(target.queue, "pause") };
     if ("task" in target && !("queue" in target)) return { kind: "task", name: checkTaskName(target.task, "paused task") };
   }
-  throw new TypeError(`picket: a pause names a queue or a task: { queue: "emails" } or { task: "send-email" } (got ${JSON.stringify(target)}).`);
+  throw new InvalidConfigError(`picket: a pause names a queue or a task: { queue: "emails" } or { task: "send-email" } (got ${JSON.stringify(target)}).`);
 };
 
 /**

@@ -75,16 +75,11 @@ export const removeWorker = async (db: Queryable, id: string, options: Statement
 const workerColumns = `id, host, pid, version, started_at AS "startedAt", last_beat AS "lastBeat", concurrency, state, running, waiting, tasks,
          completed_per_s AS "completedPerSecond", (extract(epoch FROM now() - last_beat) * 1000)::float8 AS "silentMs"`;
 
-const listSql = perSchema((schema) => `SELECT ${workerColumns}, jobs FROM ${schema}.workers ORDER BY host, started_at, id`);
-
 // Without the jobs each heartbeat samples (up to 100 a worker): the dashboard's list of a hundred
 // workers, each second, without 10,000 job entries it does not show.
 const summarySql = perSchema((schema) => `SELECT ${workerColumns} FROM ${schema}.workers ORDER BY host, started_at, id`);
 
 const getSql = perSchema((schema) => `SELECT ${workerColumns}, jobs FROM ${schema}.workers WHERE id = $1`);
-
-export const listWorkers = async (db: Queryable, options: StatementOptions = {}): Promise<WorkerRow[]> =>
-  (await runStatement<WorkerRow>(db, { text: listSql(options.schema ?? DEFAULT_SCHEMA) }, options)).rows;
 
 /** A live worker as the dashboard's table lists it: its heartbeat without the jobs it sampled. */
 export type WorkerSummary = Omit<WorkerRow, "jobs">;
