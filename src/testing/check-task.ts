@@ -21,7 +21,8 @@ import type { JobOutcome } from "../machines/job-machine.ts";
 import type { JobOutput } from "../runtime/job-runtime.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { checkPayload, type HandlerContext, type Task } from "../runtime/task.ts";
-import { distinctStates, generateJobPaths, leaseExpired, type JobPath } from "./job-paths.ts";
+import { distinctStates, generateJobPaths, leaseExpired } from "./job-paths.ts";
+import { abortedOnLeavingRunning, describeFaults, scenariosFor, type Natural, type RunningFault, type Scenario } from "./path-scenarios.ts";
 import { TestRuntime, wantFor, type JobRunResult } from "./run-jobs.ts";
 
 /** The job a path ran, as the user's effect and property see it. */
@@ -115,93 +116,6 @@ export interface CheckTaskReport {
   failed: number;
   skipped: number;
 }
-
-type Natural = "succeed" | "fail" | "permanent";
-/** A fault that takes the machine out of running; "crash" is a lost lease whose worker never runs again. */
-export type RunningFault = "timeout" | "leaseLost" | "crash" | "drain" | "leaseExpired" | "cancel";
-type WriteFault = "apply" | "fenced" | "cancelled" | "error";
-
-interface Scenario {
-  name: string;
-  invalid: boolean;
-  natural: Natural | null;
-  stepInPath: boolean;
-  fault: RunningFault | null;
-  /** The fault comes once this many steps are recorded (0: before the handler's own code). */
-  afterStep: number;
-  write: WriteFault;
-  lastAttempt: boolean;
-  states: string[];
-  outcome: JobOutcome;
-}
-
-const RUNNING_FAULTS: Record<string, RunningFault> = {
-  "xstate.after.jobTimeout.job.running": "timeout",
-  LEASE_LOST: "leaseLost",
-  DRAIN_DEADLINE: "drain",
-  LEASE_EXPIRED: "leaseExpired",
-  CANCEL: "cancel",
-};
-
-/** The outcome a path ends with: its final state, or for `done` the status its write applied. */
-const outcomeOf = (path: JobPath): JobOutcome => {
-  const final = path.states.at(-1)!;
-  if (final !== "done") return final as JobOutcome;
-  const writing = path.states.at(-2);
-  const status = (path.events.at(-1)?.output as { status?: string } | undefined)?.status;
-  if (writing === "completing") return "completed";
-  if (writing === "releasing") return "released";
-  return status === "pending" ? "retried" : "dead";
-};
-
-const scenarioOf = (path: JobPath): Omit<Scenario, "name" | "afterStep"> => {
-  const s: Omit<Scenario, "name" | "afterStep"> = {
-    invalid: false,
-    natural: null,
-    stepInPath: false,
-    fault: null,
-    write: "apply",
-    lastAttempt: false,
-    states: distinctStates(path.states),
-    outcome: outcomeOf(path),
-  };
-  path.events.forEach((event, i) => {
-    const output = event.output as { outcome?: string; status?: string } | undefined;
-    if (event.type === "xstate.error.actor.payloadCheck") s.invalid = true;
-    if (event.type === "STEP_RECORDED") s.stepInPath = true;
-    if (event.type === "xstate.done.actor.handler") s.natural = "succeed";
-    if (event.type === "xstate.error.actor.handler") s.natural = (event.error as { permanent: boolean }).permanent ? "permanent" : "fail";
-    if (path.states[i] === "running" && RUNNING_FAULTS[event.type] !== undefined) s.fault = RUNNING_FAULTS[event.type]!;
-    if (event.type === "xstate.error.actor.write") s.write = "error";
-    if (event.type === "xstate.done.actor.write" && output?.outcome === "fenced") s.write = "fenced";
-    if (event.type === "xstate.done.actor.write" && output?.outcome === "cancelled") s.write = "cancelled";
-    if (event.type === "xstate.done.actor.write" && output?.status === "dead" && path.states.includes("failing")) s.lastAttempt = true;
-  });
-  return s;
-};
-
-const naturalText = { succeed: "completes", fail: "fails", permanent: "fails permanently" } as const;
-
-/** The scenarios a path gives for this handler, or why it gives none. */
-const scenariosFor = (path: JobPath, baseline: { natural: Natural; steps: number }): Scenario[] | string => {
-  const s = scenarioOf(path);
-  if (s.invalid) return [{ ...s, name: path.name, afterStep: 0 }];
-  if (s.natural !== null && s.natural !== baseline.natural) return `the handler ${naturalText[baseline.natural]} with this payload`;
-  if (s.stepInPath && baseline.steps === 0) return "the handler records no step (ctx.step)";
-  if (s.natural !== null && !s.stepInPath && baseline.steps > 0) return "the handler records a step before it ends";
-  if (s.fault === null) return [{ ...s, name: path.name, afterStep: baseline.steps }];
-  // A fault on a path with a step recorded comes after each of the handler's steps in turn.
-  const points = s.stepInPath ? Array.from({ length: baseline.steps }, (_, i) => i + 1) : [0];
-  const where = (k: number) => (k === 0 ? "at the handler's start" : `after step ${k}`);
-  return points.flatMap((k) =>
-    s.fault === "leaseLost"
-      ? [
-          { ...s, name: `${path.name} [${where(k)}; the handler goes on]`, afterStep: k },
-          { ...s, fault: "crash" as const, name: `${path.name} [crash ${where(k)}: the worker is gone]`, afterStep: k },
-        ]
-      : [{ ...s, name: `${path.name} [${where(k)}]`, afterStep: k }],
-  );
-};
 
 /** What one path's run showed; judgePath turns it into problems. */
 export interface PathObservation {
@@ -302,39 +216,13 @@ const notIdempotent = (e: EffectSeen): string => {
   ].join("\n");
 };
 
-const where = (afterStep: number): string => (afterStep === 0 ? "at the handler's start" : `after step ${afterStep}`);
-const faultWords: Record<RunningFault, (at: string) => string> = {
-  timeout: (at) => `the job timed out ${at}`,
-  leaseLost: (at) => `the worker lost its lease ${at} (another worker took the job over) and the handler went on`,
-  crash: (at) => `the worker crashed ${at} (another worker took the job over)`,
-  drain: (at) => `the drain deadline passed ${at} (the job was released)`,
-  leaseExpired: (at) => `the worker could not confirm its lease ${at}`,
-  cancel: (at) => `the job was cancelled ${at}`,
-};
-const writeWords: Record<Exclude<WriteFault, "apply">, string> = {
-  fenced: "its outcome write found another worker holding the job",
-  cancelled: "its outcome write found the job cancelled",
-  error: "its outcome write failed",
-};
-const endedWords: Record<Natural, string> = { succeed: "completed", fail: "failed", permanent: "failed permanently" };
-
-/** A path's faults in words, for a newcomer reading a failure: "the worker crashed after step 1 (…)". */
-const describeFaults = (s: Scenario): string => {
-  const first = s.invalid
-    ? "the task's schema refused the payload"
-    : s.fault !== null
-      ? faultWords[s.fault](where(s.afterStep))
-      : `the handler ${endedWords[s.natural ?? "succeed"]}${s.lastAttempt ? " on its last attempt" : ""}`;
-  if (s.write !== "apply") return `${first}, then ${writeWords[s.write]}`;
-  return s.fault === null && s.natural === "succeed" ? "no fault (the handler completed and its outcome was written)" : first;
-};
-
-const abortedWithin = (signal: AbortSignal, ms: number): Promise<boolean> =>
+/** Waits until the signal aborts, or `ms` at most (only a broken runtime would leave it unaborted). */
+const untilAborted = (signal: AbortSignal, ms: number): Promise<void> =>
   signal.aborted
-    ? Promise.resolve(true)
+    ? Promise.resolve()
     : new Promise((resolve) => {
-        const timer = setTimeout(() => resolve(signal.aborted), ms);
-        signal.addEventListener("abort", () => (clearTimeout(timer), resolve(true)), { once: true });
+        const timer = setTimeout(resolve, ms);
+        signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
       });
 
 /** The job machine's input for a user's task (the paths are generated once per task shape). */
@@ -484,12 +372,13 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
     const payload = scenario.invalid ? (options.invalidPayload ?? null) : payloadFor(i, scenario.name);
     const job = await enqueueJob(db, { type: task.name, payload, maxAttempts: scenario.lastAttempt ? 1 : CHECK_ATTEMPTS }, so);
     let signal: AbortSignal | undefined;
-    let abortedOnLeavingRunning: boolean | null = null;
-    let fence: PathObservation["fence"] = null;
+    // Typed by a cast: assigned in a closure (steal), which a plain null would hide from the checker.
+    let fence = null as Omit<NonNullable<PathObservation["fence"]>, "finalSteps"> | null;
     let thief: ClaimedJob | null = null;
     let rowBeforeWrite: Job | null = null;
     let refused = false;
-    const observed: string[] = [];
+    /** Each state the job's machine entered, and whether the handler's signal had aborted by then. */
+    const observed: Array<{ state: string; aborted: boolean }> = [];
     let claimed: ClaimedJob | undefined;
 
     /** Another worker takes the claim over: the lease runs out, the sweep requeues, it claims. */
@@ -510,13 +399,13 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
       } finally {
         client.release();
       }
-      fence = { rowAtFence: (await getJob(db, job.id, so))!, stepsAtFence: await stepRecords(db, job.id, so), finalSteps: [], token: claimed!.claimToken };
+      fence = { rowAtFence: (await getJob(db, job.id, so))!, stepsAtFence: await stepRecords(db, job.id, so), token: claimed!.claimToken };
     };
 
     const injectFault = async (): Promise<void> => {
       // A path that leaves running by a fault and then meets a fenced, cancelled or failing write:
       // that write's fault is in place before the machine leaves running (it writes at once).
-      if (scenario.write !== "apply") await injectWriteFault();
+      await injectWriteFault();
       switch (scenario.fault) {
         case "leaseLost":
         case "crash": {
@@ -541,7 +430,7 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
         // timeout: the job's own timer fires while the handler is held here.
       }
       // Leaving running aborts the signal at once; the bound only keeps a broken runtime from hanging the check.
-      await abortedWithin(signal!, scenario.fault === "timeout" ? timeoutMs + 10_000 : 3_000);
+      await untilAborted(signal!, timeoutMs + 10_000);
       // A crashed worker runs nothing more of the handler.
       if (scenario.fault === "crash") await new Promise<never>(() => undefined);
     };
@@ -583,7 +472,7 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
         // An Effect runs under the same signal, as picket's handler runner runs it.
         return await (Effect.isEffect(returned) ? Effect.runPromise(returned as Effect.Effect<unknown, unknown>, { signal: ctx.signal }) : returned);
       } finally {
-        if (scenario.fault === null && scenario.write !== "apply") await injectWriteFault();
+        if (scenario.fault === null) await injectWriteFault();
       }
     };
     // A payload the schema refuses goes to its dead-letter write: that write's fault comes with the refusal.
@@ -614,10 +503,7 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
       let output: JobOutput;
       try {
         output = await runtime.run(claimed, {
-          onState: (state) => {
-            if (observed.at(-1) === "running" && state !== "running" && scenario.fault !== null) abortedOnLeavingRunning = signal?.aborted ?? false;
-            observed.push(state);
-          },
+          onState: (state) => void observed.push({ state, aborted: signal?.aborted ?? false }),
         });
       } finally {
         if (refused) await allowWrites(db, job.id, so);
@@ -638,8 +524,7 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
         return { ...report, status: "skipped", reason: `the task accepts invalidPayload ${JSON.stringify(payload)}; pass one its schema refuses`, outcome: output.outcome };
       }
       const finalRow = (await getJob(db, job.id, so))!;
-      const fenceSeen = fence as PathObservation["fence"];
-      if (fenceSeen !== null) fenceSeen.finalSteps = await stepRecords(db, job.id, so);
+      const fenceSeen: PathObservation["fence"] = fence === null ? null : { ...fence, finalSteps: await stepRecords(db, job.id, so) };
       // Then the job runs on as picket would run it: the worker that took the claim over runs it,
       // a retry or a released job runs again, a claim nobody finishes is swept back first.
       const reruns = await finish(job.id, thief);
@@ -661,11 +546,11 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
       report.problems.push(
         ...judgePath({
           expectedStates: scenario.states,
-          observedStates: distinctStates(observed),
+          observedStates: distinctStates(observed.map((o) => o.state)),
           expectedOutcome: scenario.outcome,
           outcome: output.outcome,
           fault: scenario.fault,
-          abortedOnLeavingRunning,
+          abortedOnLeavingRunning: abortedOnLeavingRunning(observed),
           fence: fenceSeen,
           rowBeforeWrite,
           claimedAttempts: claimed.attempts,

@@ -27,6 +27,6 @@ export {
   type PathObservation,
   type PathReport,
   type PathRun,
-  type RunningFault,
 } from "./check-task.ts";
+export type { RunningFault } from "./path-scenarios.ts";
 export { generateJobPaths, type JobPath, type PathVocabulary } from "./job-paths.ts";
