@@ -259,6 +259,12 @@ test("a migrated database of its own", async () => {
         page = await fetch(`http://127.0.0.1:${dashboardPort}/`).catch(() => new Promise<undefined>((resolve) => setTimeout(resolve, 100)));
       }
       expect(page?.status).toBe(200);
+      // Every module the page loads comes from the installed package: its components (copied into
+      // dist by the build) and the libraries it names in its import map.
+      const html = await page!.text();
+      const loaded = [...html.matchAll(/(?:src|href)="(assets\/[^"]+)"|"\.\/(assets\/[^"]+)"/g)].map((m) => m[1] ?? m[2]);
+      expect(loaded).toEqual(expect.arrayContaining(["assets/ui/app.js", "assets/preact.js", "assets/preact-hooks.js", "assets/htm.js", "assets/uplot.js"]));
+      for (const asset of [...loaded, "assets/ui/browse.js"]) expect((await fetch(`http://127.0.0.1:${dashboardPort}/${asset}`)).status, asset).toBe(200);
       const snapshot = (await (await fetch(`http://127.0.0.1:${dashboardPort}/api/snapshot`)).json()) as { workers: Array<{ tasks: string[]; state: string }> };
       expect(snapshot.workers).toEqual([expect.objectContaining({ tasks: ["send-receipt"], state: "running" })]);
       dashboard.child.kill("SIGTERM");

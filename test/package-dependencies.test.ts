@@ -35,18 +35,19 @@ const packageOf = (specifier: string): string | undefined => {
 
 /**
  * Every package a file of src/ names: imports (type-only too: dist's .d.ts keep them), import("…"),
- * pino transport targets (loaded by name in a worker thread), and files resolved in a package
- * (require.resolve("…"): the dashboard serves uPlot's files to the browser).
+ * pino transport targets (loaded by name in a worker thread), files resolved in a package
+ * (require.resolve("…"), besideEntry("…"): the dashboard serves Preact's, htm's and uPlot's files to
+ * the browser), and the imports of the page's own modules (src/dashboard/ui/*.js, run by the browser).
  */
 const loadedBySrc = (): Map<string, string[]> => {
   const loads = new Map<string, string[]>();
-  const files = readdirSync(path.join(root, "src"), { recursive: true, encoding: "utf8" }).filter((file) => file.endsWith(".ts"));
+  const files = readdirSync(path.join(root, "src"), { recursive: true, encoding: "utf8" }).filter((file) => file.endsWith(".ts") || file.endsWith(".js"));
   for (const file of files) {
     const source = readFileSync(path.join(root, "src", file), "utf8");
     // Statements at the start of a line, so a comment quoting one is not taken for it.
-    const specifiers = source.matchAll(/^(?:import|export)\s[^;]*?\bfrom\s+"([^"]+)"|\bimport\(\s*"([^"]+)"\s*\)|^import\s+"([^"]+)"|\btransport\(\{\s*target:\s*"([^"]+)"|\.resolve\(`([^`$]+)/gm);
+    const specifiers = source.matchAll(/^(?:import|export)\s[^;]*?\bfrom\s+"([^"]+)"|\bimport\(\s*"([^"]+)"\s*\)|^import\s+"([^"]+)"|\btransport\(\{\s*target:\s*"([^"]+)"|\.resolve\(`([^`$]+)|\bbesideEntry\(\s*"([^"]+)"/gm);
     for (const match of specifiers) {
-      const name = packageOf(match[1] ?? match[2] ?? match[3] ?? match[4] ?? match[5]!);
+      const name = packageOf(match[1] ?? match[2] ?? match[3] ?? match[4] ?? match[5] ?? match[6]!);
       if (name !== undefined) loads.set(name, [...(loads.get(name) ?? []), file]);
     }
   }

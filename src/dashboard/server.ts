@@ -6,9 +6,7 @@
 // Served by `picket dashboard` (loopback by default), or mounted in a service behind its own
 // auth through createDashboardHandler (a fetch-style handler). Write actions need the token the
 // dashboard was given; without one they are refused.
-import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
-import { createRequire } from "node:module";
 import * as Effect from "effect/Effect";
 import * as Layer from "effect/Layer";
 import * as Stream from "effect/Stream";
@@ -54,6 +52,7 @@ import { createLogger, type Logger } from "../runtime/logger.ts";
 import { nodeListener, serveFetchHandler } from "../runtime/serve-fetch.ts";
 import { bearerToken, hostName, loopbackHosts, requestHost, tokenRefusal } from "./access.ts";
 import { bulkMessage, jobActionMessage, pauseMessage, resumeMessage, scheduleMessage } from "./action-words.ts";
+import { ASSETS, assetText } from "./assets.ts";
 import { LiveFeed } from "./live-feed.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
 
@@ -85,15 +84,9 @@ export interface DashboardOptions {
 
 const json = (body: unknown, status = 200) => HttpServerResponse.jsonUnsafe(body, { status });
 
-// The chart library the page draws the history with, served from the installed package: no CDN, so
-// a dashboard on a network without internet draws its charts. Read once, when first asked for.
-const asset = (file: string, contentType: string) => {
-  let body: string | undefined;
-  return Effect.sync(() => {
-    body ??= readFileSync(createRequire(import.meta.url).resolve(`uplot/dist/${file}`), "utf8");
-    return HttpServerResponse.text(body, { contentType, headers: { "cache-control": "public, max-age=86400" } });
-  });
-};
+// A file the page loads. Revalidated on each load: the components change with picket's version.
+const asset = (path: `/assets/${string}`) =>
+  Effect.sync(() => HttpServerResponse.text(assetText(path), { contentType: ASSETS.get(path)!.contentType, headers: { "cache-control": "no-cache" } }));
 
 /** A statement's failure as the page shows it: what went wrong, in the database's words. */
 const failure = (error: unknown) => json({ error: error instanceof Error ? error.message : String(error) }, 503);
@@ -302,8 +295,7 @@ export const dashboardRoutes = (options: DashboardOptions) => {
     HttpRouter.add("GET", "/", guarded(Effect.succeed(HttpServerResponse.html(DASHBOARD_PAGE)), false)),
     // Browsers ask for it: no icon, rather than a 404 in their console.
     HttpRouter.add("GET", "/favicon.ico", guarded(Effect.succeed(HttpServerResponse.empty({ status: 204 })), false)),
-    HttpRouter.add("GET", "/assets/uplot.js", guarded(asset("uPlot.iife.min.js", "text/javascript"), false)),
-    HttpRouter.add("GET", "/assets/uplot.css", guarded(asset("uPlot.min.css", "text/css"), false)),
+    ...[...ASSETS.keys()].map((path) => HttpRouter.add("GET", path, guarded(asset(path), false))),
     HttpRouter.add(
       "GET",
       "/api/history",

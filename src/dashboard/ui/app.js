@@ -1,0 +1,120 @@
+// The dashboard's page: the header (live status, who is asking, the token), the panels, the
+// answer of the last action and the dialog that confirms each one. A snapshot arrives every
+// interval on /api/events; the job browser, a job's page, a worker's page and the history read
+// their own routes.
+import { render } from "preact";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { askedBy, getJson, question, toast, token } from "./api.js";
+import { JobBrowser } from "./browse.js";
+import { History } from "./history.js";
+import { html } from "./html.js";
+import { FailedTable, JobPanel } from "./jobs.js";
+import { openJob } from "./nav.js";
+import { QueuesTable, TaskTable } from "./queues.js";
+import { SchedulesTable } from "./schedules.js";
+import { layout } from "./statechart.js";
+import { useStore } from "./store.js";
+import { WorkerPanel, WorkersTable } from "./workers.js";
+
+/** The live snapshot and the machines' layouts, for the token given; the status line says how it goes. */
+const useLive = () => {
+  const tokenValue = useStore(token);
+  const [live, setLive] = useState({ status: "connecting…", down: false, snapshot: null, layouts: null });
+  useEffect(() => {
+    let events = null;
+    let current = true;
+    getJson("api/machines").then(({ ok, body }) => {
+      if (!current) return;
+      if (!ok) return setLive((l) => ({ ...l, status: body.error, down: true }));
+      const layouts = { job: layout(body.job), supervisor: layout(body.supervisor) };
+      setLive((l) => ({ ...l, layouts }));
+      // EventSource sends no headers: the token, when there is one, goes in the query.
+      events = new EventSource("api/events" + (tokenValue ? "?token=" + encodeURIComponent(tokenValue) : ""));
+      events.addEventListener("snapshot", (e) => setLive((l) => ({ ...l, status: "live · " + new Date().toLocaleTimeString(), down: false, snapshot: JSON.parse(e.data) })));
+      events.addEventListener("failure", (e) => setLive((l) => ({ ...l, status: "database: " + JSON.parse(e.data).error, down: true })));
+      events.onerror = () => setLive((l) => ({ ...l, status: "dashboard unreachable, retrying…", down: true }));
+    });
+    return () => ((current = false), events?.close());
+  }, [tokenValue]);
+  return live;
+};
+
+// The two fields keep what is typed (not re-rendered from the stores: a snapshot arriving while one
+// is typed in would put the old value back); a change is kept for the session.
+const Field = ({ store, ...props }) => {
+  const input = useRef(null);
+  useEffect(() => void (input.current.value = store.get()), []);
+  return html`<input ...${props} ref=${input} autocomplete="off" onChange=${(e) => store.set(e.target.value)} />`;
+};
+
+const Header = ({ status, down }) => html`<header>
+  <h1>picket</h1>
+  <span id="status" class=${down ? "down" : ""}>${status}</span>
+  <span style="flex:1"></span>
+  <label class="muted">your name <${Field} store=${askedBy} id="by" size="10" placeholder="(optional)" /></label>
+  <label class="muted">token (actions; reads when the dashboard asks) <${Field} store=${token} id="token" type="password" size="16" /></label>
+</header>`;
+
+/** What the last action did: fixed at the bottom, where it is seen wherever the button was. */
+const Toast = () => {
+  const { text, bad } = useStore(toast);
+  return html`<div id="action" role="status" aria-live="polite" class=${bad ? "bad" : ""}>${text || null}</div>`;
+};
+
+/** Every action asks first: Escape or "keep as is" keeps, Enter or the named button goes. */
+const ConfirmDialog = () => {
+  const asked = useStore(question);
+  const dialog = useRef(null);
+  // Opened in the same task that writes the question in: a question shown is a dialog open (an Escape
+  // pressed as soon as the words appear closes it).
+  useLayoutEffect(() => {
+    if (asked === null) return;
+    const d = dialog.current;
+    d.returnValue = "";
+    const closed = () => {
+      question.set(null);
+      asked.answer(d.returnValue === "go");
+    };
+    d.addEventListener("close", closed, { once: true });
+    d.showModal();
+    return () => d.removeEventListener("close", closed);
+  }, [asked]);
+  return html`<dialog id="confirm" aria-labelledby="confirm-text" ref=${dialog}>
+    <form method="dialog">
+      <p id="confirm-text">${asked?.text ?? ""}</p>
+      <div class="buttons"><button value="keep" id="confirm-keep">keep as is</button><button value="go" id="confirm-go" class="danger" autofocus>${asked?.go ?? ""}</button></div>
+    </form>
+  </dialog>`;
+};
+
+const App = () => {
+  const { status, down, snapshot: s, layouts } = useLive();
+  const rendered = useRef(false);
+  useEffect(() => {
+    if (s !== null && !rendered.current) {
+      rendered.current = true;
+      performance.mark("picket-first-render");
+    }
+  }, [s]);
+  return html`
+    <${Header} status=${status} down=${down} />
+    <main>
+      <section><h2>Queue by task</h2>${s && html`<${TaskTable} snapshot=${s} />`}</section>
+      <section><h2>Queues</h2>${s && html`<${QueuesTable} snapshot=${s} />`}</section>
+      <section class="wide" id="browser"><h2>Jobs</h2><${JobBrowser} /></section>
+      <section class="wide"><${History} /></section>
+      <section class="wide"><h2>Workers</h2>${s && html`<${WorkersTable} workers=${s.workers} />`}</section>
+      <${WorkerPanel} layouts=${layouts} />
+      <section class="wide"><h2>Schedules</h2>${s && html`<${SchedulesTable} schedules=${s.schedules ?? []} lastJobs=${s.scheduleJobs ?? []} />`}</section>
+      <section><h2>Recent failures (retrying)</h2>${s && html`<${FailedTable} rows=${s.retrying} action="cancel" />`}</section>
+      <section><h2>Dead jobs</h2>${s && html`<${FailedTable} rows=${s.dead} action="retry" />`}</section>
+      <${JobPanel} layouts=${layouts} />
+    </main>
+    <${Toast} />
+    <${ConfirmDialog} />
+  `;
+};
+
+// For a test or a console: open a job's page by id.
+window.openJob = (id) => openJob.set(String(id));
+render(html`<${App} />`, document.getElementById("app"));

@@ -1,0 +1,17 @@
+// Which job and which worker the page has open; a link anywhere opens one.
+import { html } from "./html.js";
+import { createStore } from "./store.js";
+
+export const openJob = createStore(null);
+export const openWorker = createStore(null);
+
+const opening = (store, id) => (event) => {
+  event.preventDefault();
+  store.set(id);
+};
+
+export const JobLink = ({ id }) => html`<a class="job" href=${"#job-" + id} data-open=${id} onClick=${opening(openJob, id)}>${id}</a>`;
+export const WorkerLink = ({ id }) => html`<a class="job" href=${"#worker-" + id} data-worker=${id} onClick=${opening(openWorker, id)}>${id}</a>`;
+
+/** Bumped after an action on a job: the open job's page reads it again. */
+export const jobsChanged = createStore(0);
