@@ -48,7 +48,8 @@ describe("the dashboard in a browser", () => {
   it("shows the live worker, its machine and each running job's machine lit in its state; retries a dead job; shows a job's history", async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const gated = defineTask({ name: "gated", handler: () => gate.then(() => "opened") });
+    // Limited across the cluster: the queue panel shows what is in use of each limit.
+    const gated = defineTask({ name: "gated", clusterConcurrency: 3, rateLimit: { max: 20, windowMs: 60_000 }, handler: () => gate.then(() => "opened") });
     const doomed = defineTask({
       name: "doomed",
       handler: async () => {
@@ -95,6 +96,8 @@ describe("the dashboard in a browser", () => {
       expect(await machine.locator(".state").count()).toBe(Object.keys(jobMachine.root.states).length);
       // The queue by task, from the table.
       await expect.poll(() => page.locator('[data-task="gated"] [data-col="processing"]').textContent(), { timeout: 5_000 }).toBe("1");
+      await expect.poll(() => page.locator('[data-task="gated"] [data-col="limits"]').textContent(), { timeout: 5_000 }).toBe("1 of 3 running · 1 of 20 started in 60 s");
+      expect(await page.locator('[data-task="doomed"] [data-col="limits"]').textContent()).toBe("—");
       // Ready and scheduled apart: a delayed job does not make the task look stuck.
       expect(await page.locator('[data-task="nobody-runs-this"] [data-col="ready"]').textContent()).toBe("1");
       expect(await page.locator('[data-task="nobody-runs-this"] [data-col="scheduled"]').textContent()).toBe("1");

@@ -1,6 +1,7 @@
 // What the dashboard reads, each second it is open: statements chosen so that none reads the
 // finished rows in bulk (a busy table holds millions): the live counts come from the claim's and
 // the sweep's partial indexes, the finishing rate and the dead jobs from the finished-at index.
+import { limitsInUse, type LimitInUse } from "./limits-in-use.ts";
 import { queueDepth, type QueueDepthRow } from "./stats.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
@@ -48,6 +49,8 @@ export interface DashboardSnapshot {
   queues: QueueView[];
   /** Every paused queue and task. */
   paused: PausedEntry[];
+  /** The cluster-wide task limits live workers claim under, with what is in use of each. */
+  limits: LimitInUse[];
 }
 
 const FINISHED_WINDOW_S = 5;
@@ -78,7 +81,7 @@ const deadSql = perSchema(
 
 export const dashboardSnapshot = async (db: Queryable, options: StatementOptions = {}): Promise<DashboardSnapshot> => {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const [depth, finished, rates, retrying, dead, workers, schedules, handlers, queues, paused] = await Promise.all([
+  const [depth, finished, rates, retrying, dead, workers, schedules, handlers, queues, paused, limits] = await Promise.all([
     queueDepth(db, options),
     runStatement<DashboardSnapshot["finished"][number]>(db, { text: finishedSql(schema) }, options),
     completionRates(db, options),
@@ -89,9 +92,10 @@ export const dashboardSnapshot = async (db: Queryable, options: StatementOptions
     handlerCoverage(db, options),
     listQueues(db, options),
     listPaused(db, options),
+    limitsInUse(db, options),
   ]);
   const scheduleJobs = await lastScheduledJobs(db, schedules, options);
   const completed = rates.map((r) => ({ type: r.type, status: "completed" as const, count: r.perSecond * FINISHED_WINDOW_S }));
   const byTask = (a: { type: string; status: string }, b: { type: string; status: string }) => (a.type < b.type ? -1 : a.type > b.type ? 1 : a.status < b.status ? -1 : 1);
-  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows.map(withReadableHistory), dead: dead.rows.map(withReadableHistory), workers, schedules, scheduleJobs, handlers, queues, paused };
+  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows.map(withReadableHistory), dead: dead.rows.map(withReadableHistory), workers, schedules, scheduleJobs, handlers, queues, paused, limits };
 };

@@ -16,6 +16,7 @@ export * from "./job-spec.ts";
 export * from "./migrate.ts";
 export * from "./notify.ts";
 export * from "./paused.ts";
+export * from "./limits-in-use.ts";
 export * from "./pool.ts";
 export type { Queryable, StatementOptions } from "./queryable.ts";
 export * from "./retention.ts";

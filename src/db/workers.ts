@@ -1,5 +1,6 @@
 // The heartbeat rows of live workers (migration 0004): written by each worker, read by the
 // dashboard. The queue never reads them.
+import type { TaskLimits } from "./claim-limited.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
@@ -29,7 +30,10 @@ export interface WorkerBeat {
   tasks: string[];
   /** Jobs it completed per second since its previous beat, by task (migration 0009). */
   completedPerSecond: Record<string, number>;
+  /** The cluster-wide limits it claims under, by task (migration 0016); default none. */
+  limits?: Record<string, TaskLimits>;
 }
+
 
 export interface WorkerRow extends WorkerBeat {
   lastBeat: Date;
@@ -45,11 +49,11 @@ const beatSql = perSchema(
   WITH forgotten AS (
     DELETE FROM ${schema}.workers WHERE last_beat < now() - interval '${FORGET_SILENT_WORKERS_AFTER}' AND id <> $1
   )
-  INSERT INTO ${schema}.workers AS w (id, host, pid, version, started_at, last_beat, concurrency, state, jobs, running, waiting, tasks, completed_per_s)
-  VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11::text[], $12::jsonb)
+  INSERT INTO ${schema}.workers AS w (id, host, pid, version, started_at, last_beat, concurrency, state, jobs, running, waiting, tasks, completed_per_s, limits)
+  VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11::text[], $12::jsonb, $13::jsonb)
   ON CONFLICT (id) DO UPDATE SET last_beat = now(), state = EXCLUDED.state, jobs = EXCLUDED.jobs,
     running = EXCLUDED.running, waiting = EXCLUDED.waiting, concurrency = EXCLUDED.concurrency, tasks = EXCLUDED.tasks,
-    completed_per_s = EXCLUDED.completed_per_s`,
+    completed_per_s = EXCLUDED.completed_per_s, limits = EXCLUDED.limits`,
 );
 
 /** Writes the worker's row (and forgets workers silent for an hour). */
@@ -59,7 +63,7 @@ export const beat = async (db: Queryable, worker: WorkerBeat, options: Statement
     {
       name: `picket_beat_${options.schema ?? DEFAULT_SCHEMA}`,
       text: beatSql(options.schema ?? DEFAULT_SCHEMA),
-      values: [worker.id, worker.host, worker.pid, worker.version, worker.startedAt, worker.concurrency, worker.state, JSON.stringify(worker.jobs), worker.running, worker.waiting, worker.tasks, JSON.stringify(worker.completedPerSecond)],
+      values: [worker.id, worker.host, worker.pid, worker.version, worker.startedAt, worker.concurrency, worker.state, JSON.stringify(worker.jobs), worker.running, worker.waiting, worker.tasks, JSON.stringify(worker.completedPerSecond), JSON.stringify(worker.limits ?? {})],
     },
     options,
   );

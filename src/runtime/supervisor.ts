@@ -43,7 +43,7 @@ import { WorkerMetrics } from "./metrics.ts";
 import { PollLoop, type PollOutput } from "./poll-loop.ts";
 import { watchEventLoop } from "./stall-watch.ts";
 import { PICKET_VERSION } from "./version.ts";
-import type { Task } from "./task.ts";
+import { isLimited, type Task } from "./task.ts";
 
 /** How long after the drain deadline releases and outcomes in flight may still be written. */
 const RELEASE_GRACE_MS = 1_000;
@@ -530,6 +530,9 @@ export class Supervisor {
       waiting: total(waiting),
       tasks: [...this.tasks.keys()],
       completedPerSecond,
+      limits: Object.fromEntries(
+        [...this.tasks.values()].filter(isLimited).map((task) => [task.name, { clusterConcurrency: task.clusterConcurrency, rateLimit: task.rateLimit }]),
+      ),
     };
     return { beat, tallies };
   }

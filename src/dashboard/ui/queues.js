@@ -20,6 +20,16 @@ const PauseButton = ({ kind, name, paused }) => {
   return html`<button ...${data} data-name=${name} onClick=${() => act("api/" + verb + "?" + kind + "=" + encodeURIComponent(name), ASK[verb](kind, name))}>${verb}</button>`;
 };
 
+// A task's cluster-wide limits and their use: "2 of 5 running · 3 of 10 started in 1 s".
+const limitText = (l) => {
+  if (l === undefined) return "—";
+  const parts = [];
+  if (l.clusterConcurrency !== null) parts.push(l.running + " of " + l.clusterConcurrency + " running");
+  if (l.rateLimit !== null) parts.push(l.startsInWindow + " of " + l.rateLimit.max + " started in " + seconds(l.rateLimit.windowMs));
+  return parts.join(" · ");
+};
+const seconds = (ms) => (ms % 1000 === 0 ? ms / 1000 + " s" : ms + " ms");
+
 export const TaskTable = ({ snapshot: s }) => {
   const pausedTasks = new Set((s.paused ?? []).filter((p) => p.kind === "task").map((p) => p.name));
   // Every task with live or recent jobs, every task a live worker runs (to pause one before its jobs come), every paused one.
@@ -27,19 +37,21 @@ export const TaskTable = ({ snapshot: s }) => {
   const live = (type, state) => s.depth.filter((r) => r.type === type && r.state === state).reduce((n, r) => n + r.count, 0);
   const rate = (type, status) => s.finished.filter((r) => r.type === type && r.status === status).reduce((n, r) => n + r.count, 0) / s.finishedWindowSeconds;
   const h = s.handlers;
+  const limits = new Map((s.limits ?? []).map((l) => [l.type, l]));
   return html`
     ${h.unhandled.length > 0 &&
     html`<p class="bad" data-testid="unhandled">${(h.liveWorkers === 0 ? "no live worker: " : "no live worker has a handler for: ") + h.unhandled.map((u) => u.type + " (" + u.count + " pending)").join(", ")}</p>`}
     ${tasks.length === 0
       ? html`<p class="muted">no live jobs</p>`
       : html`<table>
-          <thead><tr><th>task</th>${LIVE_STATES.map((c) => html`<th class="num" title=${LIVE_TITLES[c]}>${c}</th>`)}<th class="num">completed/s</th><th class="num">dead/s</th><th></th></tr></thead>
+          <thead><tr><th>task</th>${LIVE_STATES.map((c) => html`<th class="num" title=${LIVE_TITLES[c]}>${c}</th>`)}<th class="num">completed/s</th><th class="num">dead/s</th><th title="the cluster-wide limits the workers claim under, and what is in use of each">cluster limits</th><th></th></tr></thead>
           <tbody>
             ${tasks.map(
               (t) => html`<tr key=${t} data-task=${t}>
                 <td>${t}</td>
                 ${LIVE_STATES.map((c) => html`<td class="num" data-col=${c}>${live(t, c)}</td>`)}
                 <td class="num">${rate(t, "completed").toFixed(1)}</td><td class="num">${rate(t, "dead").toFixed(1)}</td>
+                <td data-col="limits">${limitText(limits.get(t))}</td>
                 <td><${PauseButton} kind="task" name=${t} paused=${pausedTasks.has(t)} /></td>
               </tr>`,
             )}
