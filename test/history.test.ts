@@ -18,15 +18,26 @@ describe("a worker's tally", () => {
     const t = new JobTally(0);
     t.started("a", 120);
     t.started("a", -5); // a clock step: no negative delay
-    t.ended("a", "completed");
-    t.ended("a", "retried");
-    t.ended("a", "dead");
-    t.ended("a", "released");
-    t.ended("b", "completed");
+    t.ended("a", "completed", null);
+    t.ended("a", "retried", "q1");
+    t.ended("a", "dead", null);
+    t.ended("a", "released", "q1");
+    t.ended("b", "completed", "q1");
+    t.ended("b", "cancelled", "q2");
+    t.ended("b", "fenced", "q2");
+    t.ended("c", "dead", "q3");
+    t.ended("c", "completed", "q3");
+    t.ended("c", "completed", "q3");
     const taken = t.take(2_000);
-    expect(taken.tallies).toEqual([tally("a", { completed: 1, failed: 2, dead: 1, started: 2, pickupMs: 120 }), tally("b", { completed: 1 })]);
-    expect(taken.completedPerSecond).toEqual({ a: 0.5, b: 0.5 });
-    expect(t.take(3_000)).toEqual({ tallies: [], completedPerSecond: {} });
+    expect(taken.tallies).toEqual([
+      tally("a", { completed: 1, failed: 2, dead: 1, started: 2, pickupMs: 120 }),
+      tally("b", { completed: 1 }),
+      tally("c", { completed: 2, failed: 1, dead: 1 }),
+    ]);
+    expect(taken.completedPerSecond).toEqual({ a: 0.5, b: 0.5, c: 1 });
+    // Per named queue: completions and failed attempts (a release, a cancel or a fence is neither).
+    expect(taken.queueRates).toEqual({ q1: { completed: 0.5, failed: 0.5 }, q3: { completed: 1, failed: 0.5 } });
+    expect(t.take(3_000)).toEqual({ tallies: [], completedPerSecond: {}, queueRates: {} });
   });
 });
 

@@ -8,7 +8,7 @@ import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
 import type { HistoryEntry, JobStatus } from "./job-row.ts";
 import { withReadableHistory } from "./job-history.ts";
-import { completionRates, handlerCoverage, listWorkerSummaries, type HandlerCoverage, type WorkerSummary } from "./workers.ts";
+import { completionRates, handlerCoverage, listWorkerSummaries, queueRates, type HandlerCoverage, type QueueRate, type WorkerSummary } from "./workers.ts";
 import { listSchedules, type ScheduleView } from "./schedules.ts";
 import { lastScheduledJobs, type LastScheduledJob } from "./schedule-admin.ts";
 import { listPaused, listQueues, type PausedEntry, type QueueView } from "./paused.ts";
@@ -45,8 +45,8 @@ export interface DashboardSnapshot {
   scheduleJobs: LastScheduledJob[];
   /** Pending jobs no live worker has a handler for (by the workers' heartbeats). */
   handlers: HandlerCoverage;
-  /** Each queue with jobs pending or held, or paused. */
-  queues: QueueView[];
+  /** Each queue with jobs pending or held, paused, or finishing jobs now; with its rates per second, summed over the live workers. */
+  queues: Array<QueueView & { completedPerSecond: number; failedPerSecond: number }>;
   /** Every paused queue and task. */
   paused: PausedEntry[];
   /** The cluster-wide task limits live workers claim under, with what is in use of each. */
@@ -79,9 +79,18 @@ const deadSql = perSchema(
   WHERE status = 'dead' AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ${LISTED}`,
 );
 
+/** Each queue with its rates; a queue whose jobs all finished still shows while it finishes some. */
+const withRates = (queues: QueueView[], rates: Array<QueueRate & { queue: string }>): DashboardSnapshot["queues"] => {
+  const byName = new Map(rates.map((r) => [r.queue, r]));
+  const idle = (name: string): QueueView => ({ name, ready: 0, scheduled: 0, processing: 0, oldestReadyAt: null, head: null, paused: null });
+  const names = [...new Set([...queues.map((q) => q.name), ...byName.keys()])].sort();
+  const views = new Map(queues.map((q) => [q.name, q]));
+  return names.map((name) => ({ ...(views.get(name) ?? idle(name)), completedPerSecond: byName.get(name)?.completed ?? 0, failedPerSecond: byName.get(name)?.failed ?? 0 }));
+};
+
 export const dashboardSnapshot = async (db: Queryable, options: StatementOptions = {}): Promise<DashboardSnapshot> => {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const [depth, finished, rates, retrying, dead, workers, schedules, handlers, queues, paused, limits] = await Promise.all([
+  const [depth, finished, rates, retrying, dead, workers, schedules, handlers, queues, paused, limits, perQueue] = await Promise.all([
     queueDepth(db, options),
     runStatement<DashboardSnapshot["finished"][number]>(db, { text: finishedSql(schema) }, options),
     completionRates(db, options),
@@ -93,9 +102,10 @@ export const dashboardSnapshot = async (db: Queryable, options: StatementOptions
     listQueues(db, options),
     listPaused(db, options),
     limitsInUse(db, options),
+    queueRates(db, options),
   ]);
   const scheduleJobs = await lastScheduledJobs(db, schedules, options);
   const completed = rates.map((r) => ({ type: r.type, status: "completed" as const, count: r.perSecond * FINISHED_WINDOW_S }));
   const byTask = (a: { type: string; status: string }, b: { type: string; status: string }) => (a.type < b.type ? -1 : a.type > b.type ? 1 : a.status < b.status ? -1 : 1);
-  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows.map(withReadableHistory), dead: dead.rows.map(withReadableHistory), workers, schedules, scheduleJobs, handlers, queues, paused, limits };
+  return { depth, finished: [...completed, ...finished.rows].sort(byTask), finishedWindowSeconds: FINISHED_WINDOW_S, retrying: retrying.rows.map(withReadableHistory), dead: dead.rows.map(withReadableHistory), workers, schedules, scheduleJobs, handlers, queues: withRates(queues, perQueue), paused, limits };
 };

@@ -32,6 +32,14 @@ export interface WorkerBeat {
   completedPerSecond: Record<string, number>;
   /** The cluster-wide limits it claims under, by task (migration 0016); default none. */
   limits?: Record<string, TaskLimits>;
+  /** Per named queue, its completions and failed attempts per second since its previous beat (migration 0016); default none. */
+  queueRates?: Record<string, QueueRate>;
+}
+
+/** A queue's jobs completed and attempts failed, per second. */
+export interface QueueRate {
+  completed: number;
+  failed: number;
 }
 
 
@@ -49,11 +57,11 @@ const beatSql = perSchema(
   WITH forgotten AS (
     DELETE FROM ${schema}.workers WHERE last_beat < now() - interval '${FORGET_SILENT_WORKERS_AFTER}' AND id <> $1
   )
-  INSERT INTO ${schema}.workers AS w (id, host, pid, version, started_at, last_beat, concurrency, state, jobs, running, waiting, tasks, completed_per_s, limits)
-  VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11::text[], $12::jsonb, $13::jsonb)
+  INSERT INTO ${schema}.workers AS w (id, host, pid, version, started_at, last_beat, concurrency, state, jobs, running, waiting, tasks, completed_per_s, limits, queue_rates)
+  VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11::text[], $12::jsonb, $13::jsonb, $14::jsonb)
   ON CONFLICT (id) DO UPDATE SET last_beat = now(), state = EXCLUDED.state, jobs = EXCLUDED.jobs,
     running = EXCLUDED.running, waiting = EXCLUDED.waiting, concurrency = EXCLUDED.concurrency, tasks = EXCLUDED.tasks,
-    completed_per_s = EXCLUDED.completed_per_s, limits = EXCLUDED.limits`,
+    completed_per_s = EXCLUDED.completed_per_s, limits = EXCLUDED.limits, queue_rates = EXCLUDED.queue_rates`,
 );
 
 /** Writes the worker's row (and forgets workers silent for an hour). */
@@ -63,7 +71,7 @@ export const beat = async (db: Queryable, worker: WorkerBeat, options: Statement
     {
       name: `picket_beat_${options.schema ?? DEFAULT_SCHEMA}`,
       text: beatSql(options.schema ?? DEFAULT_SCHEMA),
-      values: [worker.id, worker.host, worker.pid, worker.version, worker.startedAt, worker.concurrency, worker.state, JSON.stringify(worker.jobs), worker.running, worker.waiting, worker.tasks, JSON.stringify(worker.completedPerSecond), JSON.stringify(worker.limits ?? {})],
+      values: [worker.id, worker.host, worker.pid, worker.version, worker.startedAt, worker.concurrency, worker.state, JSON.stringify(worker.jobs), worker.running, worker.waiting, worker.tasks, JSON.stringify(worker.completedPerSecond), JSON.stringify(worker.limits ?? {}), JSON.stringify(worker.queueRates ?? {})],
     },
     options,
   );
@@ -156,3 +164,16 @@ const ratesSql = perSchema(
 
 export const completionRates = async (db: Queryable, options: StatementOptions = {}): Promise<CompletionRate[]> =>
   (await runStatement<CompletionRate>(db, { text: ratesSql(options.schema ?? DEFAULT_SCHEMA) }, options)).rows;
+
+// The same, per named queue, with the failed attempts (migration 0016).
+const queueRatesSql = perSchema(
+  (schema) => `
+  SELECT r.key AS queue, sum((r.value->>'completed')::float8)::float8 AS completed, sum((r.value->>'failed')::float8)::float8 AS failed
+  FROM ${schema}.workers AS w, jsonb_each(w.queue_rates) AS r
+  WHERE w.last_beat > now() - interval '${RATE_WORKER_SILENT_S} seconds'
+  GROUP BY r.key ORDER BY r.key`,
+);
+
+/** Each named queue's completions and failed attempts per second, summed over the live workers. */
+export const queueRates = async (db: Queryable, options: StatementOptions = {}): Promise<Array<QueueRate & { queue: string }>> =>
+  (await runStatement<QueueRate & { queue: string }>(db, { text: queueRatesSql(options.schema ?? DEFAULT_SCHEMA) }, options)).rows;

@@ -60,8 +60,8 @@ export class Claimer {
   private limitedWorkDue = true;
   /** When the slow claim last ran (performance.now()); it runs at least once per poll interval to find queued jobs. */
   private lastSlowClaimAt = Number.NEGATIVE_INFINITY;
-  /** Jobs taken by the slow claim: when one ends, its queue or limit has room again. */
-  private readonly slowClaimed = new WeakSet<ClaimedJob>();
+  /** Jobs taken by the slow claim, with the queue each names: when one ends, its queue or limit has room again. */
+  private readonly slowClaimed = new WeakMap<ClaimedJob, string | null>();
 
   constructor(deps: ClaimerDeps) {
     this.deps = deps;
@@ -82,6 +82,11 @@ export class Claimer {
     if (!this.slowClaimed.has(job)) return false;
     this.queuedWorkDue = true;
     return true;
+  }
+
+  /** The queue a job this worker holds names (only the slow claim takes queued jobs), or null. */
+  queueOf(job: ClaimedJob): string | null {
+    return this.slowClaimed.get(job) ?? null;
   }
 
   /** One claim, timed from `sentAt`: its round trip feeds the mean that sizes the buffer. */
@@ -160,7 +165,7 @@ export class Claimer {
       return fastOnly();
     }
     this.lastSlowClaimAt = now;
-    for (const job of slow) this.slowClaimed.add(job);
+    for (const job of slow) this.slowClaimed.set(job, job.queue);
     if (slow.some((job) => job.queue !== null)) this.queuedWorkDue = true;
     if (slow.some((job) => job.queue === null)) this.limitedWorkDue = true;
     const left = total - slow.length;

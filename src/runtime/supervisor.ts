@@ -175,7 +175,7 @@ export class Supervisor {
       create: (job, slotFree, observer) => this.jobs!.create(job, slotFree, observer),
       jobStarted: (type, pickupMs) => this.tally.started(type, pickupMs),
       finished: (entry, outcome, error) => {
-        this.tally.ended(entry.job.type, outcome);
+        this.tally.ended(entry.job.type, outcome, this.claimer.queueOf(entry.job));
         // Its queue or its task's cluster limit has room now that the row has left processing:
         // claim again soon, here (another worker's probe may be a poll interval away).
         if (this.claimer.ended(entry.job)) this.pollLoop.wake();
@@ -516,7 +516,7 @@ export class Supervisor {
       if (jobs.length === HEARTBEAT_JOBS) break;
       jobs.push({ id: job.id, type: job.type, state: actor.state });
     }
-    const { tallies, completedPerSecond } = this.tally.take(performance.now());
+    const { tallies, completedPerSecond, queueRates } = this.tally.take(performance.now());
     const beat: WorkerBeat = {
       id: this.config.workerId,
       host: hostname(),
@@ -530,6 +530,7 @@ export class Supervisor {
       waiting: total(waiting),
       tasks: [...this.tasks.keys()],
       completedPerSecond,
+      queueRates,
       limits: Object.fromEntries(
         [...this.tasks.values()].filter(isLimited).map((task) => [task.name, { clusterConcurrency: task.clusterConcurrency, rateLimit: task.rateLimit }]),
       ),

@@ -64,12 +64,13 @@ export const QueuesTable = ({ snapshot: s }) => {
   const rows = s.queues ?? [];
   if (rows.length === 0) return html`<p class="muted">no queued jobs</p>`;
   return html`<table>
-    <thead><tr><th>queue</th><th class="num">ready</th><th class="num">scheduled</th><th class="num">processing</th><th class="num">oldest ready</th><th>next</th><th>state</th><th></th></tr></thead>
+    <thead><tr><th>queue</th><th class="num">ready</th><th class="num">scheduled</th><th class="num">processing</th><th class="num">oldest ready</th><th class="num">completed/s</th><th class="num" title="attempts that failed (retried or dead)">failed/s</th><th>next</th><th>state</th><th></th></tr></thead>
     <tbody>
       ${rows.map(
         (q) => html`<tr key=${q.name} data-queue=${q.name}>
           <td>${q.name}</td><td class="num" data-col="ready">${q.ready}</td><td class="num" data-col="scheduled">${q.scheduled}</td><td class="num" data-col="processing">${q.processing}</td>
           <td class="num">${q.oldestReadyAt ? waited(q.oldestReadyAt) : "—"}</td>
+          <td class="num" data-col="completed">${q.completedPerSecond.toFixed(1)}</td><td class=${q.failedPerSecond > 0 ? "num bad" : "num"} data-col="failed">${q.failedPerSecond.toFixed(1)}</td>
           <td data-col="head">${q.head ? html`<${JobLink} id=${q.head.id} /> ${q.head.type}` : "—"}</td>
           <td data-col="state">${q.paused ? html`<span class="paused">paused</span> <span class="muted">${q.paused.pausedBy ? "by " + q.paused.pausedBy : ""}</span>` : "running"}</td>
           <td><${PauseButton} kind="queue" name=${q.name} paused=${q.paused !== null} /></td>
