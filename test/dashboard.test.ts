@@ -86,6 +86,8 @@ describe("the dashboard in a browser", () => {
       await worker.locator("a[data-worker]").click();
       const workerPage = page.locator("#worker-body");
       await expect.poll(() => workerPage.locator('[data-machine="supervisor"]').getAttribute("data-lit"), { timeout: 5_000 }).toBe("running");
+      // The worker's page took the focus from the link that opened it.
+      expect(await page.evaluate(() => document.activeElement?.closest("#worker-panel") !== null)).toBe(true);
       const job = workerPage.locator(`[data-testid="worker-job"][data-job-id="${held.id}"]`);
       await job.waitFor({ timeout: 5_000 });
       await expect.poll(() => job.locator('[data-col="state"]').textContent(), { timeout: 5_000 }).toBe("running");
@@ -297,11 +299,22 @@ describe("the console's actions in a browser", () => {
     try {
       await page.goto(served.url);
       const rows = page.locator('[data-testid="browse-row"]');
-      // The dead tab, from the keyboard; then a task typed and Enter pressed in its field.
-      await page.focus('[data-browse="dead"]');
-      await page.keyboard.press("Enter");
+      // The dead tab, from the keyboard as a tab list goes: Tab reaches the selected tab only, the
+      // arrows move (wrapping), and Tab goes on to the filter; a task typed and Enter pressed.
+      await page.focus('[data-browse="ready"]');
+      expect(await page.locator('#browse-tabs [tabindex="0"]').evaluateAll((tabs) => tabs.map((t) => t.getAttribute("data-browse")))).toEqual(["ready"]);
+      for (const key of ["ArrowLeft", "ArrowLeft", "ArrowLeft"]) await page.keyboard.press(key);
       await expect.poll(() => page.locator('[data-browse="dead"]').getAttribute("aria-selected")).toBe("true");
-      await page.focus('#browse-form input[name="task"]');
+      expect(await page.evaluate(() => document.activeElement?.getAttribute("data-browse"))).toBe("dead");
+      await page.keyboard.press("Home");
+      await expect.poll(() => page.evaluate(() => document.activeElement?.getAttribute("data-browse"))).toBe("ready");
+      await page.keyboard.press("ArrowRight");
+      await page.keyboard.press("End");
+      await page.keyboard.press("ArrowLeft");
+      await page.keyboard.press("ArrowLeft");
+      await expect.poll(() => page.locator('[data-browse="dead"]').getAttribute("aria-selected")).toBe("true");
+      await page.keyboard.press("Tab");
+      expect(await page.evaluate(() => document.activeElement?.getAttribute("name"))).toBe("task");
       await page.keyboard.type("browsed");
       await page.keyboard.press("Enter");
       // The filtered list (the dead tab's own, unfiltered, may show for a moment before it).
@@ -322,6 +335,12 @@ describe("the console's actions in a browser", () => {
       await rows.first().locator("a.job").focus();
       await page.keyboard.press("Enter");
       await expect.poll(() => page.locator('[data-testid="detail"]').textContent(), { timeout: 5_000 }).toContain("key-7");
+      // The job's page took the focus: the next Tab is its close button, and Enter closes it.
+      await expect.poll(() => page.evaluate(() => document.activeElement?.closest("#detail") !== null)).toBe(true);
+      await page.keyboard.press("Tab");
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe("detail-close");
+      await page.keyboard.press("Enter");
+      await expect.poll(() => page.locator("#detail").count()).toBe(0);
       // An id typed in the search box opens that job, whatever the filters.
       await page.fill('#browse-form input[name="text"]', other.id);
       await page.keyboard.press("Enter");

@@ -36,6 +36,21 @@ const filterOf = (state, form) => {
   return params;
 };
 
+/**
+ * The tabs as a keyboard user expects them (WAI-ARIA tabs): Tab reaches the selected one, the
+ * arrow keys (and Home, End) select the next, the previous, the first or the last, and move focus.
+ */
+const arrowKeys = (state, setState) => (event) => {
+  const names = STATES.map(([s]) => s);
+  const at = names.indexOf(state);
+  const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: names.length - 1 }[event.key];
+  if (to === undefined) return;
+  event.preventDefault();
+  const next = names[(to + names.length) % names.length];
+  setState(next);
+  event.currentTarget.querySelector('[data-browse="' + next + '"]').focus();
+};
+
 export const JobBrowser = () => {
   const [state, setState] = useState("ready");
   const [page, setPage] = useState(null);
@@ -81,8 +96,8 @@ export const JobBrowser = () => {
 
   const label = STATES.find(([s]) => s === state)[1];
   return html`
-    <div class="tabs" role="tablist" id="browse-tabs">
-      ${STATES.map(([s]) => html`<button type="button" role="tab" key=${s} data-browse=${s} aria-selected=${String(s === state)} onClick=${() => setState(s)}>${s}</button>`)}
+    <div class="tabs" role="tablist" id="browse-tabs" aria-label="job state" onKeyDown=${arrowKeys(state, setState)}>
+      ${STATES.map(([s]) => html`<button type="button" role="tab" key=${s} data-browse=${s} aria-selected=${String(s === state)} tabindex=${s === state ? 0 : -1} onClick=${() => setState(s)}>${s}</button>`)}
     </div>
     <form id="browse-form" ref=${form} onSubmit=${(event) => (event.preventDefault(), browse(false))}>
       <label>task <input name="task" autocomplete="off" /></label>

@@ -51,11 +51,16 @@ export const JobPanel = ({ layouts }) => {
   const [follow, setFollow] = useState(false);
   const answer = useFollowed(id, "api/jobs/" + encodeURIComponent(id ?? ""), { follow, reread });
   useEffect(() => setFollow(answer?.body?.status === "processing"), [answer]);
-  useEffect(() => void (id !== null && panel.current?.scrollIntoView({ block: "nearest" })), [id, answer === null]);
+  // Opened: brought into view, and its heading takes the focus (a keyboard user lands on what opened).
+  useEffect(() => {
+    if (id === null || answer === null) return;
+    panel.current?.scrollIntoView({ block: "nearest" });
+    panel.current?.querySelector("h2")?.focus({ preventScroll: true });
+  }, [id, answer === null]);
   if (id === null || answer === null) return null;
   const job = answer.body;
   return html`<section class="wide open" id="detail" ref=${panel}>
-    <h2>Job <span id="detail-id">${id}</span> <button id="detail-close" onClick=${() => openJob.set(null)}>close</button></h2>
+    <h2 tabindex="-1">Job <span id="detail-id">${id}</span> <button id="detail-close" onClick=${() => openJob.set(null)}>close</button></h2>
     <div id="detail-body">${job.error ? html`<p class="bad">${job.error}</p>` : html`<${JobBody} layouts=${layouts} id=${id} job=${job} />`}</div>
   </section>`;
 };

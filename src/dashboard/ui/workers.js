@@ -29,11 +29,16 @@ export const WorkerPanel = ({ layouts }) => {
   const id = useStore(openWorker);
   const answer = useFollowed(id, "api/workers/" + encodeURIComponent(id ?? ""));
   const panel = useRef(null);
-  useEffect(() => void (id !== null && panel.current?.scrollIntoView({ block: "nearest" })), [id, answer !== null]);
+  // Opened: brought into view, and its heading takes the focus (a keyboard user lands on what opened).
+  useEffect(() => {
+    if (id === null || answer === null) return;
+    panel.current?.scrollIntoView({ block: "nearest" });
+    panel.current?.querySelector("h2")?.focus({ preventScroll: true });
+  }, [id, answer === null]);
   if (id === null || answer === null) return null;
   const body = answer.body;
   return html`<section class="wide open" id="worker-panel" ref=${panel}>
-    <h2>Worker <span id="worker-id">${id}</span> <button id="worker-close" onClick=${() => openWorker.set(null)}>close</button></h2>
+    <h2 tabindex="-1">Worker <span id="worker-id">${id}</span> <button id="worker-close" onClick=${() => openWorker.set(null)}>close</button></h2>
     <div id="worker-body">${answer.ok ? html`<${WorkerBody} layouts=${layouts} worker=${body.worker} jobs=${body.jobs} />` : html`<p class="bad">${body.error}</p>`}</div>
   </section>`;
 };
