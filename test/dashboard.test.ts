@@ -137,8 +137,16 @@ describe("the dashboard in a browser", () => {
       expect(await detail.textContent()).toMatch(/attempts1 of \d+ since the last retry, 2 in all/);
       const stamp = "\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z";
       expect(await detail.locator('[data-testid="history-attempt"]').allTextContents()).toEqual([
-        expect.stringMatching(new RegExp(`^attempt 1 · ${stamp}$`)),
-        expect.stringMatching(new RegExp(`^attempt 2 · ${stamp}$`)),
+        expect.stringMatching(new RegExp(`^attempt 1 on w-dash · ${stamp}$`)),
+        expect.stringMatching(new RegExp(`^attempt 2 on w-dash · ${stamp}$`)),
+      ]);
+      // Its timeline, in order: enqueued, the first attempt's end, the retry, the second's, dead.
+      expect((await detail.locator('[data-testid="timeline"] li').allTextContents()).map((line) => line.replace(new RegExp(`^${stamp} `), ""))).toEqual([
+        "enqueued",
+        "attempt 1 ended on w-dash: permanent: the card was declined",
+        "retried by dashboard: Ana",
+        "attempt 2 ended on w-dash: permanent: the card was declined",
+        "dead",
       ]);
       expect(await detail.locator('[data-testid="history-operator"]').allTextContents()).toEqual([expect.stringMatching(new RegExp(`^retried by dashboard: Ana · ${stamp}$`))]);
       // Dead again: its page offers retry and delete, nothing else.
@@ -148,6 +156,7 @@ describe("the dashboard in a browser", () => {
       await expect.poll(async () => (await jobSteps(db.pool, stepped.id)).length, { timeout: 5_000 }).toBe(1);
       await page.locator(`a.job[data-open="${stepped.id}"]`).first().click();
       await expect.poll(() => page.locator('[data-testid="step"]').textContent(), { timeout: 5_000 }).toMatch(/fetched.*attempt 1.*\{"rows":3\}/s);
+      await expect.poll(() => page.locator('[data-testid="timeline"] li').last().textContent(), { timeout: 5_000 }).toMatch(/ attempt 1 running on w-dash \(its machine: running\)$/);
       await page.locator(`#detail-body button[data-action="cancel"][data-id="${stepped.id}"]`).click();
       await page.locator("#confirm-go").click();
       await expect.poll(() => page.locator("#action").textContent(), { timeout: 5_000 }).toBe(`job ${stepped.id} is cancelled (if it was running, its handler is being stopped)`);

@@ -117,6 +117,8 @@ describe("a job's history across operator retries", () => {
       "4: permanent: still no customer",
     ]);
     expect(shown).toMatchObject({ attempts: 1, priorAttempts: 3 });
+    // Each attempt names the worker that held it, the one a lost lease was lost by too.
+    expect(shown.errors.map((e) => ("operator" in e ? e.operator : e.worker))).toEqual(["worker-a", "retry", "worker-gone", "worker-gone", "retry", "worker-b"]);
     const stored: HistoryEntry[] = (await row(db.pool, first!.id)).errors;
     for (const entry of stored) {
       expect(entry.at).toMatch(ISO_UTC);

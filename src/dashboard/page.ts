@@ -54,6 +54,8 @@ export const DASHBOARD_PAGE = `<!doctype html>
   dialog .buttons { display: flex; gap: 8px; justify-content: flex-end; margin-top: 12px; }
   button.danger { border-color: var(--bad); color: var(--bad); }
   .paused { color: var(--bad); font-weight: 600; }
+  ol.timeline { margin: 0; padding-left: 1.4em; }
+  ol.timeline li { margin: 2px 0; }
   .tabs { display: flex; flex-wrap: wrap; gap: 4px; margin-bottom: 8px; }
   .tabs button[aria-selected="true"] { background: var(--lit); border-color: var(--lit); color: #fff; }
   #browse-form { display: flex; flex-wrap: wrap; gap: 6px 10px; align-items: center; margin-bottom: 8px; }

@@ -15,15 +15,16 @@ const append = (schema: string, entry: string): string => `errors = ${schema}.ap
 
 /**
  * The SET items recording an attempt of row j that did not finish: last_error, and its history
- * entry numbered across operator retries. `error` and `stack` are SQL expressions (an entry
- * without a stack has no "stack" key).
+ * entry numbered across operator retries, with the worker that held it (the row's locked_by before
+ * this write clears it). `error` and `stack` are SQL expressions (an entry without a stack has no
+ * "stack" key).
  */
 export const attemptErrorSet = (schema: string, error: string, stack = "NULL"): string => `
   last_error = left(${error}, ${ERROR_MESSAGE_LIMIT}),
   ${append(
     schema,
     `jsonb_strip_nulls(jsonb_build_object('at', ${AT}, 'attempt', j.prior_attempts + j.attempts, ` +
-      `'message', left(${error}, ${ERROR_MESSAGE_LIMIT}), 'stack', left(${stack}, ${ERROR_STACK_LIMIT})))`,
+      `'message', left(${error}, ${ERROR_MESSAGE_LIMIT}), 'stack', left(${stack}, ${ERROR_STACK_LIMIT}), 'worker', j.locked_by))`,
   )}`;
 
 /** The SET item recording an operator's `action` on row j; `by` is SQL for who (NULL: not said, no "by" key). */

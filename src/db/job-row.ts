@@ -17,6 +17,8 @@ export interface ErrorEntry {
   message: string;
   /** Where the handler's error was thrown, its first ERROR_STACK_LIMIT characters; absent when it threw no Error. */
   stack?: string;
+  /** The worker that held the attempt (absent in entries written before picket recorded it). */
+  worker?: string;
 }
 
 /** The operator actions that change a job's course: each is recorded in the job's history. */

@@ -11,11 +11,32 @@ import { ASK, JOB_ACTIONS } from "./words.js";
 
 const OPERATOR_DID = { retry: "retried", cancel: "cancelled", run_now: "made due now" };
 
-/** One entry of a job's history: an attempt that did not finish (numbered across operator retries) with its stack, or an operator's action with who asked. */
+/** One entry of a job's history: an attempt that did not finish (numbered across operator retries, with the worker that held it) and its stack, or an operator's action with who asked. */
 const HistoryEntry = ({ entry: e }) =>
   e.operator
     ? html`<div data-testid="history-operator">${OPERATOR_DID[e.operator] ?? e.operator} by ${e.by ?? "an operator"} <span class="muted">· ${e.at}</span></div>`
-    : html`<div class="muted" data-testid="history-attempt">attempt ${e.attempt} · ${e.at}</div><pre>${e.stack ?? e.message}</pre>`;
+    : html`<div class="muted" data-testid="history-attempt">attempt ${e.attempt}${e.worker ? " on " + e.worker : ""} · ${e.at}</div><pre>${e.stack ?? e.message}</pre>`;
+
+/**
+ * What happened to the job, in order: enqueued, due, each attempt that did not finish (on which
+ * worker, with its error), each operator action, the attempt running now (on which worker, since
+ * when, its machine's state), and how it finished.
+ */
+const timelineOf = (job) => {
+  const at = (time) => new Date(time).getTime();
+  const events = [{ at: job.createdAt, what: "enqueued" }];
+  if (at(job.runAt) > at(job.createdAt) + 1000 && !(job.errors ?? []).length) events.push({ at: job.runAt, what: "due" });
+  for (const e of job.errors ?? []) {
+    events.push(e.operator ? { at: e.at, what: (OPERATOR_DID[e.operator] ?? e.operator) + " by " + (e.by ?? "an operator") } : { at: e.at, what: "attempt " + e.attempt + " ended" + (e.worker ? " on " + e.worker : "") + ": " + e.message, bad: true });
+  }
+  if (job.status === "processing" && job.lockedAt) events.push({ at: job.lockedAt, what: "attempt " + ((job.priorAttempts ?? 0) + job.attempts) + " running on " + job.lockedBy + (job.machineState ? " (its machine: " + job.machineState + ")" : "") });
+  if (job.finishedAt) events.push({ at: job.finishedAt, what: job.status });
+  return events.sort((a, b) => at(a.at) - at(b.at));
+};
+
+const Timeline = ({ job }) => html`<ol class="timeline" data-testid="timeline">
+  ${timelineOf(job).map((e) => html`<li class=${e.bad ? "bad" : ""}><span class="muted">${e.at}</span> ${e.what}</li>`)}
+</ol>`;
 
 /** A button for an action on one job: asked first, and the job's page read again after it. */
 export const JobAction = ({ action, id, label }) => {
@@ -82,6 +103,7 @@ const JobBody = ({ layouts, id, job }) => {
         <tr><th>progress</th><td><pre>${JSON.stringify(job.progress)}</pre></td></tr>
         <tr><th>result</th><td><pre>${JSON.stringify(job.result)}</pre></td></tr>
         <tr><th>steps</th><td>${steps.length === 0 ? "none" : steps.map((st) => html`<div data-testid="step"><b>${st.name}</b> <span class="muted">attempt ${st.attempt} · ${st.createdAt}</span><pre>${JSON.stringify(st.result)}</pre></div>`)}</td></tr>
+        <tr><th>timeline</th><td><${Timeline} job=${job} /></td></tr>
         <tr><th>history</th><td>${history.length === 0 ? "none" : history.map((e) => html`<${HistoryEntry} entry=${e} />`)}</td></tr>
       </tbody>
     </table>
