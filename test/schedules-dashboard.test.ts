@@ -20,7 +20,10 @@ describe("schedules on the dashboard", () => {
     try {
       const snapshot = await (await handler(new Request("http://service.local/api/snapshot"))).json();
       expect(snapshot.schedules).toMatchObject([
-        { name: "hourly-report", task: "report", cron: "0 * * * *", timezone: "Europe/Paris", missed: "skip", nextRun: "2030-01-01T01:00:00.000Z" },
+        {
+          name: "hourly-report", task: "report", cron: "0 * * * *", timezone: "Europe/Paris", missed: "skip", nextRun: "2030-01-01T01:00:00.000Z",
+          nextRuns: ["2030-01-01T01:00:00.000Z", "2030-01-01T02:00:00.000Z", "2030-01-01T03:00:00.000Z"],
+        },
       ]);
       // The page as the browser draws it from the snapshots it is sent.
       const port = await freePort();
@@ -37,6 +40,7 @@ describe("schedules on the dashboard", () => {
       const row = page.locator('[data-testid="schedule-row"][data-schedule="hourly-report"]');
       await expect.poll(() => row.textContent(), { timeout: 10_000 }).toMatch(/hourly-report\s*report\s*0 \* \* \* \* Europe\/Paris\s*skip/);
       expect(await row.locator('[data-col="next"]').textContent()).toBe(await page.evaluate(() => new Date("2030-01-01T01:00:00.000Z").toLocaleString()));
+      expect(await row.locator('[data-col="then"]').textContent()).toBe(await page.evaluate(() => ["2030-01-01T02:00:00.000Z", "2030-01-01T03:00:00.000Z"].map((t) => new Date(t).toLocaleString()).join(", ")));
     } finally {
       await browser.close();
       await stopServer();

@@ -49,6 +49,8 @@ export interface ScheduleView extends ScheduleRow {
   missed: MissedPolicy;
   /** Its next tick after the database's now (and after its last tick); null if it never fires again. */
   nextRun: Date | null;
+  /** Its next NEXT_RUNS ticks from there (fewer when it stops firing): what an operator checks a pattern by. */
+  nextRuns: Date[];
   /**
    * The last tick it fired (or skipped under its missed policy), null if none yet under its
    * present definition. lastTick is where counting starts, which for a schedule that never fired
@@ -149,7 +151,10 @@ const listSql = perSchema(
   WHERE $1::text[] IS NULL OR name = ANY($1::text[]) ORDER BY name`,
 );
 
-/** Every schedule (or those named), with its next run by the database's clock. */
+/** How many of a schedule's next ticks a listing shows. */
+export const NEXT_RUNS = 3;
+
+/** Every schedule (or those named), with its next runs by the database's clock. */
 export const listSchedules = async (db: Queryable, options: StatementOptions & { names?: string[] } = {}): Promise<ScheduleView[]> => {
   const { rows } = await runStatement<ScheduleRow & { now: Date }>(
     db,
@@ -157,16 +162,20 @@ export const listSchedules = async (db: Queryable, options: StatementOptions & {
     options,
   );
   return rows.map(({ now, ...row }) => {
-    let nextRun: Date | null = null;
+    const nextRuns: Date[] = [];
     let lastFired: Date | null = null;
     try {
-      nextRun = nextTick(row.cron, row.timezone, new Date(Math.max(now.getTime(), row.lastTick.getTime())));
+      let after = new Date(Math.max(now.getTime(), row.lastTick.getTime()));
+      for (let tick = nextTick(row.cron, row.timezone, after); tick !== null && nextRuns.length < NEXT_RUNS; tick = nextTick(row.cron, row.timezone, after)) {
+        nextRuns.push(tick);
+        after = tick;
+      }
       // Fired (or skipped) ticks are written as the tick itself: an instant of the pattern.
       lastFired = nextTick(row.cron, row.timezone, new Date(row.lastTick.getTime() - 1))?.getTime() === row.lastTick.getTime() ? row.lastTick : null;
     } catch {
       // A pattern written past picket's checks (a raw INSERT): listed, with no next run.
     }
-    return { ...row, missed: missedPolicyOf(row.catchUp), nextRun, lastFired };
+    return { ...row, missed: missedPolicyOf(row.catchUp), nextRun: nextRuns[0] ?? null, nextRuns, lastFired };
   });
 };
 

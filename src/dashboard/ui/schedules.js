@@ -12,7 +12,7 @@ export const SchedulesTable = ({ schedules, lastJobs }) => {
   if (schedules.length === 0) return html`<p class="muted">no schedules</p>`;
   const last = new Map(lastJobs.map((j) => [j.schedule, j]));
   return html`<table>
-    <thead><tr><th>schedule</th><th>task</th><th>cron</th><th>missed</th><th>last fired</th><th>its job</th><th>next run</th><th>state</th><th></th></tr></thead>
+    <thead><tr><th>schedule</th><th>task</th><th>cron</th><th>missed</th><th>last fired</th><th>its job</th><th>next run</th><th>then</th><th>state</th><th></th></tr></thead>
     <tbody>
       ${schedules.map((c) => {
         const job = last.get(c.name);
@@ -21,6 +21,7 @@ export const SchedulesTable = ({ schedules, lastJobs }) => {
           <td>${c.lastFired ? localTime(c.lastFired) : "never"}</td>
           <td data-col="job">${!job ? "—" : job.id ? html`<${JobLink} id=${job.id} /> ${job.status}` : html`<span class="muted">none kept</span>`}</td>
           <td data-col="next">${c.pausedAt ? "—" : c.nextRun ? localTime(c.nextRun) : "never"}</td>
+          <td class="muted" data-col="then">${c.pausedAt ? "" : (c.nextRuns ?? []).slice(1).map(localTime).join(", ")}</td>
           <td data-col="state">${c.pausedAt ? html`<span class="paused">paused</span>${c.pausedBy ? html` <span class="muted">by ${c.pausedBy}</span>` : ""}` : "running"}</td>
           <td>
             <button data-schedule-action=${c.pausedAt ? "resume" : "pause"} data-name=${c.name} onClick=${scheduleAction(c.pausedAt ? "resume" : "pause", c.name)}>${c.pausedAt ? "resume" : "pause"}</button>${" "}
