@@ -136,6 +136,85 @@ describe("the walk", () => {
     expect(byPath).toEqual({ "[after step 1; the handler goes on]": 2, "[crash after step 1: the worker is gone]": 1 });
   });
 
+  it("finishes a job taken over on the worker that took it: its claim is run, not swept and charged again", async () => {
+    const rows: Array<{ attempts: number; errors: number; runs: string[] }> = [];
+    const task = defineTask({ name: "walk.takeover", handler: async (_p, ctx) => void (await ctx.step("one", () => 1)) });
+    const report = await checkTask(task, {
+      db: db.pool,
+      payload: {},
+      only: (name) => name.includes("STEP_RECORDED > LEASE_LOST => fenced"),
+      property: ({ row, runs }) => void rows.push({ attempts: row.attempts, errors: row.errors.length, runs: runs.map((r) => r.outcome) }),
+    });
+    expect(report.failed).toBe(0);
+    // Two claims (the lost one, the other worker's), the one lease that expired in the history, two runs.
+    expect(rows).toEqual([
+      { attempts: 2, errors: 1, runs: ["fenced", "completed"] },
+      { attempts: 2, errors: 1, runs: ["fenced", "completed"] },
+    ]);
+  });
+
+  it("walks a task whose attempts outlast its runs: the clean run's job is cancelled, each path's job runs to its end", async () => {
+    const runsOf: number[] = [];
+    const hopeless = defineTask({ name: "walk.hopeless", maxAttempts: 50, backoff: { baseMs: 0, maxMs: 0 }, handler: async () => Promise.reject(new Error("never")) });
+    const report = await checkTask(hopeless, {
+      db: db.pool,
+      payload: {},
+      throwOnFailure: false,
+      only: (name) => name.endsWith(": error:handler > done:write(pending) => done"),
+      property: ({ runs }) => void runsOf.push(runs.length),
+    });
+    expect(report).toMatchObject({ baseline: { outcome: "retried" }, passed: 1, failed: 0 });
+    // The clean run stopped after checkTask's 20 runs, its job still pending: cancelled, so the path
+    // claimed its own job. A path's job may take 20 attempts, and ran them all.
+    expect(runsOf).toEqual([20]);
+    const statuses = (await db.pool.query("SELECT status FROM picket.jobs WHERE type = 'walk.hopeless' ORDER BY id")).rows.map((r) => r.status);
+    expect(statuses).toEqual(["cancelled", "dead"]);
+  });
+
+  it("says a path could not be run when another job of the task turns up, naming both", async () => {
+    // A handler that enqueues another job of its own task the second time it runs.
+    let calls = 0;
+    const task = defineTask({
+      name: "walk.breeds",
+      handler: async () => {
+        if (++calls === 2) await enqueueJob(db.pool, { type: "walk.breeds" });
+      },
+    });
+    const report = await checkTask(task, {
+      db: db.pool,
+      payload: {},
+      throwOnFailure: false,
+      only: (name) => name.endsWith(": done:handler > done:write(completed) => done") || name.endsWith(": done:handler > done:write(fenced) => fenced"),
+    });
+    const [first, second] = report.paths.filter((p) => p.status !== "skipped");
+    // The first path's job ran and bred; the second path claims the bred job instead of its own.
+    expect(first).toMatchObject({ status: "passed" });
+    expect(second!.problems).toEqual([expect.stringMatching(/^the path could not be run: picket\/testing: expected to claim job \d+ of "walk\.breeds", got \d+$/)]);
+    expect(second!.status).toBe("failed");
+  });
+
+  it("says which job it claimed instead when another of the task is due while it finishes a path's job", async () => {
+    let calls = 0;
+    const task = defineTask({
+      name: "walk.breeds-later",
+      handler: async (_p, ctx) => {
+        // The path's run (the second) enqueues another job, then fails: the job is retried, and
+        // the other one is due first.
+        if (++calls === 2) {
+          await enqueueJob(db.pool, { type: "walk.breeds-later" });
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          throw new Error("once");
+        }
+        return ctx.job.id;
+      },
+    });
+    const report = await checkTask(task, { db: db.pool, payload: {}, throwOnFailure: false, only: (name) => name.endsWith(": timeout > done:write(pending) => done [at the handler's start]") });
+    const [path] = report.paths.filter((p) => p.status !== "skipped");
+    expect(path!.problems).toEqual([
+      expect.stringMatching(/^the path could not be run: picket\/testing: claimed job \d+ of "walk\.breeds-later" while checking job \d+; another job of the task was enqueued meanwhile\.$/),
+    ]);
+  });
+
   it("gives a property the job as the handler saw it, and names a property that throws", async () => {
     const seen: Array<{ key: string; payload: unknown; status: string }> = [];
     const task = defineTask<{ order: string }>({ name: "walk.property", handler: async (_p, ctx) => ctx.idempotencyKey });

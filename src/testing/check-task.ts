@@ -297,7 +297,7 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
     typeof options.payload === "function" ? (options.payload as (path: { index: number; name: string }) => P)({ index, name }) : options.payload;
   const clean = new TestRuntime({ db, tasks: [task], schema, ...(options.logger ? { logger: options.logger } : {}) });
   const keyOf = (id: JobId) => `picket:${schema}:${id}`;
-  const effectOf = (id: JobId, payload: P) => options.idempotent?.effect({ id, idempotencyKey: keyOf(id), payload });
+  const effectOf = (idempotent: NonNullable<CheckTaskOptions<P>["idempotent"]>, id: JobId, payload: P) => idempotent.effect({ id, idempotencyKey: keyOf(id), payload });
 
   /** Runs the job (pending or claimed elsewhere) until it is finished, as picket would, retries made due. */
   const finish = async (id: JobId, claimed: ClaimedJob | null): Promise<JobRunResult[]> => {
@@ -323,11 +323,21 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
     return runs;
   };
 
+  /**
+   * A job still live after `finish` (a task whose attempts outlast CHECK_ATTEMPTS runs) is
+   * cancelled: the next path claims by type and must find only its own job.
+   */
+  const retire = async (id: JobId): Promise<void> => {
+    const row = await getJob(db, id, so);
+    if (row?.status === "pending" || row?.status === "processing") await cancelJob(db, id, so);
+  };
+
   // The baseline: one clean run, to learn how the handler ends and how many steps it records.
   const baselinePayload = payloadFor(-1, "baseline");
   const baselineJob = await enqueueJob(db, { type: task.name, payload: baselinePayload, maxAttempts: task.maxAttempts }, so);
   const started = performance.now();
   const baselineRuns = await finish(baselineJob.id, null);
+  await retire(baselineJob.id);
   const firstMs = performance.now() - started;
   const first = baselineRuns[0];
   if (first === undefined) throw new Error(`picket/testing: checkTask could not claim its first job of "${task.name}".`);
@@ -342,7 +352,7 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
   const natural: Natural = first.outcome === "completed" ? "succeed" : firstError.startsWith("permanent:") ? "permanent" : "fail";
   const steps = (await stepRecords(db, baselineJob.id, so)).filter((step) => step.attempt === first.attempt).length;
   const baselineCompleted = baselineRuns.at(-1)?.outcome === "completed";
-  const baselineEffect = options.idempotent && baselineCompleted ? await effectOf(baselineJob.id, baselinePayload) : undefined;
+  const baselineEffect = options.idempotent && baselineCompleted ? await effectOf(options.idempotent, baselineJob.id, baselinePayload) : undefined;
   const timeoutMs = Math.max(300, Math.ceil(firstMs * 4));
 
   const paths = generateJobPaths(
@@ -536,7 +546,7 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
         options.idempotent && baselineCompleted && endRow.status === "completed"
           ? {
               once: baselineEffect,
-              here: await effectOf(job.id, payload as P),
+              here: await effectOf(options.idempotent, job.id, payload as P),
               job: { id: job.id, idempotencyKey: keyOf(job.id), payload },
               faults: describeFaults(scenario),
               runs: runs.map((run) => run.outcome),
@@ -567,6 +577,8 @@ const walkPaths = async <P>(task: Task<P, any>, options: CheckTaskOptions<P>, be
       }
     } catch (error) {
       report.problems.push(`the path could not be run: ${error instanceof Error ? error.message : String(error)}`);
+    } finally {
+      await retire(job.id);
     }
     if (report.problems.length > 0) report.status = "failed";
     return report;
