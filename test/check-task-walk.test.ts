@@ -292,6 +292,10 @@ describe("the walk", () => {
     const lines: Array<{ job_id?: string }> = [];
     const destination = new Writable({ write: (chunk, _enc, done) => (lines.push(JSON.parse(String(chunk))), done()) });
     const task = defineTask({ name: "walk.elsewhere", handler: async (_p, ctx) => ctx.idempotencyKey });
+    // A live job of the task in that schema is found there.
+    const live = await enqueueJob(db.pool, { type: "walk.elsewhere" }, { schema: "walk_schema" });
+    expect((await refusal(checkTask(task, { db: db.pool, payload: {}, schema: "walk_schema" }))).message).toMatch(/job \d+ of that type is pending/);
+    await db.pool.query("DELETE FROM walk_schema.jobs WHERE id = $1", [live.id]);
     const ids: string[] = [];
     const report = await checkTask(task, {
       db: db.pool,
