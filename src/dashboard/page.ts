@@ -1,6 +1,12 @@
 // The dashboard's one page: its style and the shell its components (./ui/, Preact with htm) render
 // into. No build step and nothing fetched from elsewhere (a dashboard on an operator's network may
 // have no internet): Preact, htm and uPlot are served from the installed packages (./assets.ts).
+import { ASSETS } from "./assets.ts";
+
+// Every module the page runs, asked for at once (modulepreload) rather than one import level at a
+// time as the browser would find them: the first render waits for the slowest, not for the chain.
+const MODULES = [...ASSETS.keys()].filter((path) => path.endsWith(".js") && path !== "/assets/uplot.js");
+
 export const DASHBOARD_PAGE = `<!doctype html>
 <html lang="en">
 <head>
@@ -10,6 +16,7 @@ export const DASHBOARD_PAGE = `<!doctype html>
 <link rel="stylesheet" href="assets/uplot.css">
 <script src="assets/uplot.js"></script>
 <script type="importmap">{ "imports": { "preact": "./assets/preact.js", "preact/hooks": "./assets/preact-hooks.js", "htm": "./assets/htm.js" } }</script>
+${MODULES.map((path) => `<link rel="modulepreload" href="${path.slice(1)}">`).join("\n")}
 <style>
   :root { --fg: #1d2433; --muted: #6b7385; --line: #d8dce5; --bg: #f6f7fa; --lit: #2f6fed; --bad: #c2410c; --ok: #15803d; }
   * { box-sizing: border-box; }

@@ -21,20 +21,19 @@ const useLive = () => {
   const tokenValue = useStore(token);
   const [live, setLive] = useState({ status: "connecting…", down: false, snapshot: null, layouts: null });
   useEffect(() => {
-    let events = null;
     let current = true;
+    // Both at once: the stream's first snapshot does not wait for the machines (only the statecharts need them).
     getJson("api/machines").then(({ ok, body }) => {
       if (!current) return;
       if (!ok) return setLive((l) => ({ ...l, status: body.error, down: true }));
-      const layouts = { job: layout(body.job), supervisor: layout(body.supervisor) };
-      setLive((l) => ({ ...l, layouts }));
-      // EventSource sends no headers: the token, when there is one, goes in the query.
-      events = new EventSource("api/events" + (tokenValue ? "?token=" + encodeURIComponent(tokenValue) : ""));
-      events.addEventListener("snapshot", (e) => setLive((l) => ({ ...l, status: "live · " + new Date().toLocaleTimeString(), down: false, snapshot: JSON.parse(e.data) })));
-      events.addEventListener("failure", (e) => setLive((l) => ({ ...l, status: "database: " + JSON.parse(e.data).error, down: true })));
-      events.onerror = () => setLive((l) => ({ ...l, status: "dashboard unreachable, retrying…", down: true }));
+      setLive((l) => ({ ...l, layouts: { job: layout(body.job), supervisor: layout(body.supervisor) } }));
     });
-    return () => ((current = false), events?.close());
+    // EventSource sends no headers: the token, when there is one, goes in the query.
+    const events = new EventSource("api/events" + (tokenValue ? "?token=" + encodeURIComponent(tokenValue) : ""));
+    events.addEventListener("snapshot", (e) => setLive((l) => ({ ...l, status: "live · " + new Date().toLocaleTimeString(), down: false, snapshot: JSON.parse(e.data) })));
+    events.addEventListener("failure", (e) => setLive((l) => ({ ...l, status: "database: " + JSON.parse(e.data).error, down: true })));
+    events.onerror = () => setLive((l) => ({ ...l, status: "dashboard unreachable, retrying…", down: true }));
+    return () => ((current = false), events.close());
   }, [tokenValue]);
   return live;
 };
