@@ -99,6 +99,12 @@ describe("the clean run", () => {
     expect(error.message).toMatch(/^picket\/testing: the first clean run of "walk\.sleepy" ended retried \(timeout: .+\); checkTask needs a handler that completes or fails on its own with the sample payload\.$/);
   });
 
+  it("refuses options without a database as it refuses a database that is not a pool", async () => {
+    const task = defineTask({ name: "walk.no-db", handler: () => 1 });
+    const error = await refusal(checkTask(task, { payload: {} } as never));
+    expect(error.message).toBe("picket/testing: checkTask needs { db: pg.Pool } (the test database's pool).");
+  });
+
   it("refuses a task with a job being processed, as one with a pending job", async () => {
     const held = defineTask({ name: "walk.held", handler: () => 1 });
     await enqueueJob(db.pool, { type: "walk.held" });
