@@ -87,7 +87,7 @@ describe("the dashboard in a browser", () => {
       const workerPage = page.locator("#worker-body");
       await expect.poll(() => workerPage.locator('[data-machine="supervisor"]').getAttribute("data-lit"), { timeout: 5_000 }).toBe("running");
       // The worker's page took the focus from the link that opened it.
-      expect(await page.evaluate(() => document.activeElement?.closest("#worker-panel") !== null)).toBe(true);
+      await expect.poll(() => page.evaluate(() => document.activeElement?.closest("#worker-panel") !== null), { timeout: 5_000 }).toBe(true);
       const job = workerPage.locator(`[data-testid="worker-job"][data-job-id="${held.id}"]`);
       await job.waitFor({ timeout: 5_000 });
       await expect.poll(() => job.locator('[data-col="state"]').textContent(), { timeout: 5_000 }).toBe("running");

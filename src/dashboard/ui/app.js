@@ -26,14 +26,21 @@ const takeEarlyStream = (tokenValue, snapshot) => {
   if (early === undefined) return null;
   early.events.removeEventListener("snapshot", early.keep);
   if (early.token !== tokenValue) return early.events.close(), null;
-  if (early.last !== null) snapshot(early.last);
+  // One that came after the first render (which drew any before it) is handed on.
+  if (early.last !== null && early.last !== early.drawn) snapshot(early.last);
   return early.events;
 };
 
 /** The live snapshot and the machines' layouts, for the token given; the status line says how it goes. */
 const useLive = () => {
   const tokenValue = useStore(token);
-  const [live, setLive] = useState({ status: "connecting…", down: false, snapshot: null, layouts: null });
+  // A snapshot the early stream already has is drawn in the very first render.
+  const [live, setLive] = useState(() => {
+    const early = window.picketEarlyStream;
+    const last = early?.token === tokenValue ? early.last : null;
+    if (early !== undefined) early.drawn = last;
+    return { status: last ? "live · " + new Date().toLocaleTimeString() : "connecting…", down: false, snapshot: last ? JSON.parse(last.data) : null, layouts: null };
+  });
   useEffect(() => {
     let current = true;
     // Both at once: the stream's first snapshot does not wait for the machines (only the statecharts need them).
