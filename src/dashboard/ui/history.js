@@ -3,7 +3,6 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { getJson, token } from "./api.js";
 import { html } from "./html.js";
-import { jobsChanged } from "./nav.js";
 import { useStore } from "./store.js";
 
 const COLORS = ["#2f6fed", "#c2410c", "#15803d", "#7c3aed", "#b45309", "#0e7490", "#be185d", "#4d7c0f"];
@@ -19,9 +18,9 @@ export const History = () => {
   const [answer, setAnswer] = useState(null);
   const [tick, setTick] = useState(0);
   const tokenValue = useStore(token);
-  const changed = useStore(jobsChanged);
   useEffect(() => {
-    // Read again every 30 s while the page is seen (the rollup moves by the minute).
+    // Read again every 30 s while the page is seen: the rollup moves by the minute, with the
+    // workers' heartbeats, so an action on a job changes nothing here to read at once.
     const timer = setInterval(() => document.visibilityState === "visible" && setTick((n) => n + 1), 30000);
     return () => clearInterval(timer);
   }, []);
@@ -29,7 +28,7 @@ export const History = () => {
     let current = true;
     getJson("api/history?range=" + range).then((a) => current && setAnswer(a));
     return () => void (current = false);
-  }, [range, tick, tokenValue, changed]);
+  }, [range, tick, tokenValue]);
   const box = useRef(null);
   const h = answer?.body;
   // The busiest tasks, each a colour of its own across the charts.
