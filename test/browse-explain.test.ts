@@ -25,6 +25,7 @@ const INDEX: Record<BrowseState, string> = {
   ready: "jobs_pending_browse_idx",
   scheduled: "jobs_pending_browse_idx",
   retrying: "jobs_pending_browse_idx",
+  waiting: "jobs_waiting_browse_idx",
   running: "jobs_sweep_idx",
   dead: "jobs_dead_browse_idx",
   completed: "jobs_finished_idx",

@@ -3,7 +3,7 @@ import { LIVE_WORKER_MS, queueStats, type QueueStats } from "../db/index.ts";
 import { statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 // Pending jobs in three columns: ready ones wait for a worker, scheduled and retrying ones for their time.
-const STATES = ["ready", "scheduled", "retrying", "processing", "completed", "dead", "cancelled"] as const;
+const STATES = ["ready", "scheduled", "retrying", "waiting", "processing", "completed", "dead", "cancelled"] as const;
 
 export const formatStats = (stats: QueueStats): string => {
   const types = [...new Set(stats.counts.map((c) => c.type))];

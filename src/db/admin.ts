@@ -36,11 +36,12 @@ const retryDeadSql = perSchema(
 // a cancelled row, so the claiming worker's later writes are fenced and report "cancelled". A
 // processing job's worker is told at once (the NOTIFY goes out at commit, naming the job and its
 // claim); without LISTEN it learns at its next lease renewal.
-const cancelSql = perSchema(
-  (schema) => `
+// A waiting job (a flow's, its dependencies not all resolved) is live too. The flow trigger
+// (migration 0017) cancels what depends on a cancelled job, in the same statement.
+const cancelMatching = (schema: string, which: string) => `
   WITH target AS (
     SELECT t.id, t.status AS was FROM ${schema}.jobs AS t
-    WHERE t.id = ANY ($1::bigint[]) AND t.status IN ('pending', 'processing')
+    WHERE ${which} AND t.status IN ('pending', 'processing', 'waiting')
     -- In id order: two cancels of overlapping batches lock their rows in one order, never a deadlock.
     ORDER BY t.id
     FOR UPDATE
@@ -52,8 +53,10 @@ const cancelSql = perSchema(
     RETURNING j.*, target.was
   )
   SELECT ${jobColumns("c")} FROM cancelled AS c
-  LEFT JOIN LATERAL (SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || c.id || ':' || c.claim_token) WHERE c.was = 'processing') AS told ON true`,
-);
+  LEFT JOIN LATERAL (SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || c.id || ':' || c.claim_token) WHERE c.was = 'processing') AS told ON true`;
+const cancelSql = perSchema((schema) => cancelMatching(schema, "t.id = ANY ($1::bigint[])"));
+/** Cancel every live job of flow $1 (who asked: $2). */
+export const cancelFlowSql = perSchema((schema) => cancelMatching(schema, "t.flow_id = $1::bigint"));
 
 // Run now: a pending job waiting for its run_at (delayed, or a retry's backoff) is due at once.
 // A pending job already due stays as it is (the write still records who asked).

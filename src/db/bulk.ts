@@ -25,7 +25,7 @@ export interface BulkFilter {
 /** The states each action can change: what the single job's action would refuse is not offered. */
 export const BULK_STATES: Record<AdminAction, readonly BrowseState[]> = {
   retry: ["dead"],
-  cancel: ["ready", "scheduled", "retrying", "running"],
+  cancel: ["ready", "scheduled", "retrying", "waiting", "running"],
   "run-now": ["scheduled", "retrying"],
   delete: ["dead", "completed", "cancelled"],
 };

@@ -40,7 +40,8 @@ const ID = /^[1-9][0-9]{0,18}$/;
 /**
  * The write itself, as the CTEs that end in one named `written`, returning (id, status) of
  * each row written: `where(locked)` picks the rows of the live claims whose locked row (`c`, with
- * `c.keyed`: the row holds a dedupe key) matches `locked`, the fence included; `returning` is the
+ * `c.kept`: the row holds a dedupe key or is in a flow; `c.waits`: a
+ * flow's job whose children, added by this run, have not all resolved) matches `locked`, the fence included; `returning` is the
  * id, and `col(name)` reads the claim's own value of a column.
  */
 type Write = (parts: { schema: string; col: (name: string) => string; where: (locked?: string) => string; returning: string }) => string;
@@ -100,10 +101,11 @@ const fencedWrite = <T extends Claim>(
     (schema) => `
   WITH c AS (
     SELECT c.id, c.token, l.id IS NOT NULL AS locked, coalesce(${fence("l", "c.token")}, false) AS live,
-           l.status AS row_status, l.claim_token AS row_token, l.key IS NOT NULL AS keyed
+           l.status AS row_status, l.claim_token AS row_token, (l.key IS NOT NULL OR l.flow_id IS NOT NULL) AS kept,
+           coalesce(l.flow_id IS NOT NULL AND EXISTS (SELECT 1 FROM ${schema}.job_waits AS w WHERE w.job_id = l.id AND w.remaining > 0), false) AS waits
     FROM (SELECT c.id, ${tokenOf("c")} AS token FROM unnest($1::bigint[]) AS c(id)) AS c
     LEFT JOIN LATERAL (
-      SELECT l.id, l.status, l.claim_token, l.key FROM ${schema}.jobs AS l WHERE l.id = c.id FOR UPDATE SKIP LOCKED
+      SELECT l.id, l.status, l.claim_token, l.key, l.flow_id FROM ${schema}.jobs AS l WHERE l.id = c.id FOR UPDATE SKIP LOCKED
     ) AS l ON true
   ), ${write({
     schema,
@@ -199,30 +201,44 @@ const withJson =
 const completedSet = (col: (name: string) => string) =>
   `status = 'completed', result = ${col("result")}, finished_at = now(), lock_until = NULL, updated_at = now()`;
 
+/**
+ * A flow's job whose run added children it now waits for (`c.waits`): it goes back to waiting, its
+ * result kept, the claim cleared and the attempt not charged (the run did not fail), and runs again
+ * once they resolve (the flow trigger readies it: migration 0017).
+ */
+const parked = ({ schema, col, where, returning }: Parameters<Write>[0]) =>
+  `parked AS (UPDATE ${schema}.jobs AS j SET status = 'waiting', result = ${col("result")}, attempts = greatest(j.attempts - 1, 0), ` +
+  `claim_token = NULL, locked_by = NULL, locked_at = NULL, lock_until = NULL, updated_at = now() WHERE ${where("c.waits")} RETURNING ${returning}, j.status)`;
+
 /** Completion that keeps every row: completed, with its result, until retention removes it. */
 const completeKeeping = fencedWrite<Claim & { result?: unknown }>(
   "complete",
   [{ name: "result", sqlType: "jsonb", value: (item) => item.result as string | null }],
-  update((_, col) => completedSet(col)),
+  (parts) => `
+  done AS (UPDATE ${parts.schema}.jobs AS j SET ${completedSet(parts.col)} WHERE ${parts.where("NOT c.waits")} RETURNING ${parts.returning}, j.status),
+  ${parked(parts)},
+  written AS (SELECT * FROM done UNION ALL SELECT * FROM parked)`,
   withJson("result", "job's result"),
 );
 
 /**
  * Completion that deletes the row (the cheapest write there is: no new row version, no new index
- * entries), except a row that holds a dedupe key, which stays completed: a later enqueue with the
- * key in "window" mode dedupes against it (any window, so any keyed row may be read), and
- * retention removes it. Whether a row holds a key is read by the lock step (`c.keyed`), which holds
- * the row's lock, so the key cannot move before the write: each row is written by exactly one of the
- * two. (Read there, not as `j.key IS NOT NULL` in the write: that predicate let a generic plan reach
- * the rows through the live-key index, a scan of every keyed live job per batch.)
+ * entries), except a row that holds a dedupe key or is in a flow, which stays completed: a later
+ * enqueue with the key in "window" mode dedupes against it (any window, so any keyed row may be
+ * read), a flow's dependents read its result, and retention removes it. Whether a row holds a key
+ * or is in a flow is read by the lock step (`c.kept`), which holds the row's lock, so neither can
+ * move before the write: each row is written by exactly one of the branches. (Read there, not as
+ * `j.key IS NOT NULL` in the write: that predicate let a generic plan reach the rows through the
+ * live-key index, a scan of every keyed live job per batch.)
  */
 const completeDeleting = fencedWrite<Claim & { result?: unknown }>(
   "complete_delete",
   [{ name: "result", sqlType: "jsonb", value: (item) => item.result as string | null }],
-  ({ schema, col, where, returning }) => `
-  removed AS (DELETE FROM ${schema}.jobs AS j WHERE ${where("NOT c.keyed")} RETURNING ${returning}, 'completed'::text AS status),
-  kept AS (UPDATE ${schema}.jobs AS j SET ${completedSet(col)} WHERE ${where("c.keyed")} RETURNING ${returning}, j.status),
-  written AS (SELECT * FROM removed UNION ALL SELECT * FROM kept)`,
+  (parts) => `
+  removed AS (DELETE FROM ${parts.schema}.jobs AS j WHERE ${parts.where("NOT c.kept")} RETURNING ${parts.returning}, 'completed'::text AS status),
+  kept AS (UPDATE ${parts.schema}.jobs AS j SET ${completedSet(parts.col)} WHERE ${parts.where("c.kept AND NOT c.waits")} RETURNING ${parts.returning}, j.status),
+  ${parked(parts)},
+  written AS (SELECT * FROM removed UNION ALL SELECT * FROM kept UNION ALL SELECT * FROM parked)`,
   withJson("result", "job's result"),
 );
 

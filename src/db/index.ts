@@ -32,3 +32,4 @@ export * from "./stats.ts";
 export * from "./workers.ts";
 export * from "./dashboard.ts";
 export * from "./steps.ts";
+export * from "./flows.ts";

@@ -14,7 +14,7 @@ import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
 
 /** What an operator browses: pending jobs split by why they wait, the running ones, and each end. */
-export const BROWSE_STATES = ["ready", "scheduled", "retrying", "running", "dead", "completed", "cancelled"] as const;
+export const BROWSE_STATES = ["ready", "scheduled", "retrying", "waiting", "running", "dead", "completed", "cancelled"] as const;
 export type BrowseState = (typeof BROWSE_STATES)[number];
 
 export interface BrowseFilter {
@@ -94,6 +94,8 @@ export const STATES: Record<BrowseState, StateQuery> = {
   ready: { where: "j.status = 'pending' AND j.run_at <= now()", time: "j.run_at", defaultOrder: "oldest" },
   scheduled: { where: "j.status = 'pending' AND j.run_at > now()", time: "j.run_at", also: "j.attempts = 0", defaultOrder: "oldest" },
   retrying: { where: "j.status = 'pending' AND j.run_at > now()", time: "j.run_at", also: "j.attempts > 0", defaultOrder: "oldest" },
+  // A flow's jobs whose dependencies have not all resolved (jobs_waiting_browse_idx, migration 0017).
+  waiting: { where: "j.status = 'waiting'", time: "j.created_at", defaultOrder: "oldest" },
   running: { where: "j.lock_until IS NOT NULL AND j.status = 'processing'", time: "j.locked_at", defaultOrder: "newest" },
   dead: { where: "j.status = 'dead'", time: "j.finished_at", defaultOrder: "newest" },
   completed: { where: "j.status = 'completed'", time: "j.finished_at", defaultOrder: "newest" },

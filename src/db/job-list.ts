@@ -6,7 +6,7 @@ import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
 
-export const JOB_STATUSES: readonly JobStatus[] = ["pending", "processing", "completed", "dead", "cancelled"];
+export const JOB_STATUSES: readonly JobStatus[] = ["pending", "processing", "waiting", "completed", "dead", "cancelled"];
 
 /** The most jobs one list returns: a list is for looking, not for exporting a table. */
 export const MAX_JOB_LIST = 1_000;

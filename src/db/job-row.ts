@@ -1,7 +1,8 @@
 // The job row as picket's statements return it. Every statement that returns jobs selects
 // JOB_COLUMNS, so there is one row shape and no mapping code.
 
-export type JobStatus = "pending" | "processing" | "completed" | "dead" | "cancelled";
+/** A job's status; "waiting" is a flow's job whose dependencies have not all resolved (never claimed). */
+export type JobStatus = "pending" | "processing" | "waiting" | "completed" | "dead" | "cancelled";
 
 /** bigint ids come back from pg as strings; picket keeps them that way (no precision loss). */
 export type JobId = string;
@@ -62,6 +63,9 @@ export interface Job {
   key: string | null;
   /** The serial queue the job belongs to, if any. */
   queue: string | null;
+  /** The flow the job is part of (enqueueFlow, or children a running job added), and its name there; null outside flows. */
+  flowId: JobId | null;
+  flowNode: string | null;
   createdAt: Date;
   updatedAt: Date;
   finishedAt: Date | null;
@@ -131,6 +135,8 @@ export const jobColumns = (alias: string): string =>
     "result",
     "key",
     "queue",
+    'flow_id AS "flowId"',
+    'flow_node AS "flowNode"',
     'created_at AS "createdAt"',
     'updated_at AS "updatedAt"',
     'finished_at AS "finishedAt"',

@@ -14,7 +14,8 @@ const deleteFinishedSql = perSchema(
   DELETE FROM ${schema}.jobs AS j
   WHERE j.id = ANY (ARRAY(
     SELECT f.id FROM ${schema}.jobs AS f
-    WHERE f.status = ANY($1::text[]) AND f.status IN ('completed', 'dead', 'cancelled')
+    -- A flow's jobs go with their flow, as a whole (deleteFinishedFlows): its dependents read them.
+    WHERE f.status = ANY($1::text[]) AND f.status IN ('completed', 'dead', 'cancelled') AND f.flow_id IS NULL
       AND f.finished_at < now() - $2::float8 * interval '1 millisecond'
     ORDER BY f.finished_at
     LIMIT $3

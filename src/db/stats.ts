@@ -7,9 +7,10 @@ import { completionRates, handlerCoverage, type CompletionRate, type HandlerCove
  * A job's state as an operator asks about it: a pending job is `ready` (its run_at has come: it
  * runs as soon as a worker has a slot), `scheduled` (a run_at the enqueue asked for is still ahead)
  * or `retrying` (an attempt failed and its backoff is still running). Counting the three as one
- * "pending" made a queue of delayed jobs look stuck.
+ * "pending" made a queue of delayed jobs look stuck. `waiting`: a flow's job whose dependencies
+ * have not all resolved.
  */
-export type LiveState = "ready" | "scheduled" | "retrying" | "processing";
+export type LiveState = "ready" | "scheduled" | "retrying" | "processing" | "waiting";
 export type JobState = LiveState | "completed" | "dead" | "cancelled";
 
 // The one place that splits `pending`. attempts > 0 marks a failed attempt behind the wait: every

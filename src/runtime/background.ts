@@ -5,6 +5,7 @@ import type pg from "pg";
 import * as Effect from "effect/Effect";
 import {
   beat,
+  deleteFinishedFlows,
   deleteFinishedJobs,
   leaseOf,
   recordHistory,
@@ -110,7 +111,12 @@ const retention = (
     for (let n = batchSize; n === batchSize; deleted += n) {
       n = yield* attempt(() => deleteFinishedJobs(pool, { olderThanMs, batchSize }, statements));
     }
-    if (deleted > 0) logger.info({ deleted }, "retention deleted old finished jobs");
+    // Flows go whole, once every job of theirs has finished, as old as the same setting.
+    let flows = 0;
+    for (let n = batchSize; n === batchSize; flows += n) {
+      n = yield* attempt(() => deleteFinishedFlows(pool, { olderThanMs, batchSize }, statements));
+    }
+    if (deleted > 0 || flows > 0) logger.info({ deleted, flows }, "retention deleted old finished jobs");
   });
 
 /**

@@ -27,6 +27,12 @@ try {
     step: async () => {
       throw new Error("picket: ctx.step is not available to isolated handlers; record the step's result in your own store keyed by ctx.stepKey(name).");
     },
+    dependencies: async () => {
+      throw new Error("picket: ctx.dependencies is not available to isolated handlers; read them in a task that is not isolated and pass them on.");
+    },
+    enqueueChildren: async () => {
+      throw new Error("picket: ctx.enqueueChildren is not available to isolated handlers: children are added under the claim, by the worker's own connections.");
+    },
     reportProgress: async (progress: unknown) => port.postMessage({ type: "progress", value: progress }),
     signal: new AbortController().signal,
   });

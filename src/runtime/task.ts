@@ -2,7 +2,19 @@
 import { isAbsolute } from "node:path";
 import * as Effect from "effect/Effect";
 import type * as Schema from "effect/Schema";
-import { checkSchedule, checkTaskLimits, checkTaskName, InvalidConfigError, type CheckedSchedule, type JobId, type ScheduleOptions } from "../db/index.ts";
+import {
+  checkSchedule,
+  checkTaskLimits,
+  checkTaskName,
+  InvalidConfigError,
+  type CheckedSchedule,
+  type ChildJobSpec,
+  type Dependency,
+  type DependencyFailurePolicy,
+  type Job,
+  type JobId,
+  type ScheduleOptions,
+} from "../db/index.ts";
 import type { Logger } from "./logger.ts";
 
 /** The job as a handler sees it. */
@@ -38,6 +50,20 @@ export interface HandlerContext {
    * handlers. Names are 1–200 characters; a name asked for twice in one run runs once.
    */
   step<T>(name: string, fn: () => T | Promise<T>): Promise<T>;
+  /**
+   * The job's dependencies in its flow, by name, with how each ended and its result: all completed,
+   * unless an edge's policy is "ignore" (then a failed one is here too, with its error). Children
+   * this job added are among them. Empty for a job in no flow.
+   */
+  dependencies(): Promise<Record<string, Dependency>>;
+  /**
+   * Adds children under this run's claim, in one statement: they run, and this job, once this run
+   * returns, waits for all of them and then runs again (ctx.dependencies() holds their results; a
+   * step keeps this run's work from being done twice). `onFailure` is what a child's failure does
+   * to this job (default "fail": it is cancelled). Rejects with a ClaimLostError, adding nothing,
+   * when the claim was lost; the run is then stopped. Not available to isolated handlers.
+   */
+  enqueueChildren(children: readonly ChildJobSpec[], options?: { onFailure?: DependencyFailurePolicy }): Promise<Job[]>;
 }
 
 /** A handler is an async function, or a function returning an Effect. */
