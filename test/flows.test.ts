@@ -15,17 +15,21 @@ import {
   enqueueFlow,
   enqueueJob,
   failJobs,
+  flowCounts,
   flowGraph,
   getFlow,
   getJob,
   InvalidJobError,
   jobDependencies,
   listFlows,
+  queueDepth,
   releaseJobs,
   retryDeadJob,
   sweepExpiredClaims,
   type FlowJobSpec,
 } from "../src/db/index.ts";
+import { Registry } from "prom-client";
+import { WorkerMetrics } from "../src/runtime/metrics.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { runUntilIdle } from "../src/testing/index.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -463,6 +467,24 @@ describe("the testing kit runs a flow to its end", () => {
     const treeRuns = await runUntilIdle({ db: db.pool, tasks: [resize, tree] });
     expect(order).toEqual(["tree-1", "resize-50", "tree-2"]);
     expect(treeRuns.at(-1)).toMatchObject({ outcome: "completed", result: 100 });
+  });
+});
+
+describe("metrics", () => {
+  it("picket_flows counts flows by state, from the table; picket_queue_depth counts waiting jobs", async () => {
+    const metrics = new WorkerMetrics({ registry: new Registry() });
+    metrics.observeFlows(() => flowCounts(db.pool));
+    metrics.observeDepth(() => queueDepth(db.pool));
+    const before = Object.fromEntries((await flowCounts(db.pool)).map((r) => [r.status, r.count]));
+    await enqueueFlow(db.pool, { name: "m", jobs: [{ name: "a", type: "m1.a" }, { name: "b", type: "m1.b", dependsOn: ["a"] }] });
+    const text = await metrics.registry.metrics();
+    expect(text).toContain(`picket_flows{messaging_system="picket",picket_state="running"} ${(before.running ?? 0) + 1}`);
+    expect(text).toContain(`picket_queue_depth{messaging_system="picket",messaging_destination_name="m1.b",picket_state="waiting"} 1`);
+    const [a] = await claimAll("m1.a");
+    await failJobs(db.pool, [{ id: a!.id, token: a!.claimToken, error: "x" }]);
+    await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [a!.id]);
+    await cancelJob(db.pool, a!.id);
+    expect(await metrics.registry.metrics()).toContain(`picket_flows{messaging_system="picket",picket_state="cancelled"} ${(before.cancelled ?? 0) + 1}`);
   });
 });
 

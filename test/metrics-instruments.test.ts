@@ -48,6 +48,7 @@ describe("WorkerMetrics' instruments", () => {
     metrics.statement("claim", 1, undefined);
     metrics.observeHeld(() => ({ running: new Map([["t", 1]]), waiting: new Map() }));
     metrics.observeDepth(async () => [{ type: "t", state: "ready", count: 1 }]);
+    metrics.observeFlows(async () => [{ status: "running", count: 1 }]);
 
     const scopes = await otel();
     expect(scopes.map((s) => s.scope.name)).toEqual(["picket"]);
@@ -60,7 +61,8 @@ describe("WorkerMetrics' instruments", () => {
       ["picket.job.pickup_delay", "picket_job_pickup_delay_seconds", "s", DataPointType.HISTOGRAM, ValueType.DOUBLE, "From a job's run_at to its start in a worker"],
       ["messaging.client.operation.duration", "messaging_client_operation_duration_seconds", "s", DataPointType.HISTOGRAM, ValueType.DOUBLE, "How long picket's claim and outcome statements took"],
       ["picket.jobs.held", "picket_jobs_held", "{job}", DataPointType.GAUGE, ValueType.INT, "Jobs this worker holds: running, or waiting in its buffer for a slot"],
-      ["picket.queue.depth", "picket_queue_depth", "{job}", DataPointType.GAUGE, ValueType.INT, "Live jobs in the table, by task and state: ready, scheduled, retrying, processing"],
+      ["picket.queue.depth", "picket_queue_depth", "{job}", DataPointType.GAUGE, ValueType.INT, "Live jobs in the table, by task and state: ready, scheduled, retrying, waiting, processing"],
+      ["picket.flows", "picket_flows", "{flow}", DataPointType.GAUGE, ValueType.INT, "Flows in the table, by state: running, completed, failed, cancelled (finished ones until retention removes them)"],
     ];
     expect([...exported.keys()].sort()).toEqual(instruments.map(([name]) => name).sort());
     expect([...help.keys()].sort()).toEqual(instruments.map(([, name]) => name).sort());

@@ -436,6 +436,18 @@ export const flowGraph = async (
 
 export const FLOW_STATUSES: readonly FlowStatus[] = ["running", "completed", "failed", "cancelled"];
 
+export interface FlowCount {
+  status: FlowStatus;
+  count: number;
+}
+
+// One count per status, each read from flows_status_idx (status, id).
+const flowCountsSql = perSchema((schema) => `SELECT f.status, count(*)::int AS count FROM ${schema}.flows AS f GROUP BY f.status ORDER BY f.status`);
+
+/** Flows by status: the metrics' picket_flows gauge. */
+export const flowCounts = async (db: Queryable, options: StatementOptions = {}): Promise<FlowCount[]> =>
+  (await runStatement<FlowCount>(db, { text: flowCountsSql(options.schema ?? DEFAULT_SCHEMA) }, options)).rows;
+
 // Newest first, a page after `before` (an id); served by the primary key, or by flows_status_idx.
 const listFlowsSql = perSchema(
   (schema) => `

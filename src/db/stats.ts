@@ -68,10 +68,10 @@ export interface QueueDepthRow {
   count: number;
 }
 
-// Both statuses have a partial index (the claim's and the sweep's), so no finished row is read.
+// Each status has a partial index (the claim's, the sweep's, the waiting browse's), so no finished row is read.
 const depthSql = perSchema(
   (schema) =>
-    `SELECT type, ${STATE} AS state, count(*)::int AS count FROM ${schema}.jobs WHERE status IN ('pending', 'processing') GROUP BY 1, 2 ORDER BY 1, 2`,
+    `SELECT type, ${STATE} AS state, count(*)::int AS count FROM ${schema}.jobs WHERE status IN ('pending', 'processing', 'waiting') GROUP BY 1, 2 ORDER BY 1, 2`,
 );
 
 export const queueDepth = async (db: Queryable, options: StatementOptions = {}): Promise<QueueDepthRow[]> =>

@@ -15,13 +15,14 @@
 // | picket.job.pickup_delay (s) | picket_job_pickup_delay_seconds | histogram | destination |
 // | messaging.client.operation.duration (s) | messaging_client_operation_duration_seconds | histogram | messaging.operation.name, error.type |
 // | picket.jobs.held | picket_jobs_held | gauge | destination, picket.state (running, waiting) |
-// | picket.queue.depth | picket_queue_depth | gauge | destination, picket.state (ready, scheduled, retrying, processing) |
+// | picket.queue.depth | picket_queue_depth | gauge | destination, picket.state (ready, scheduled, retrying, waiting, processing) |
+// | picket.flows | picket_flows | gauge | picket.state (running, completed, failed, cancelled) |
 //
 // Every metric also carries messaging.system = "picket".
 import { metrics as otel, type Attributes, type MeterProvider, type ObservableResult, ValueType } from "@opentelemetry/api";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { JobHistogram, type HistogramChild } from "./job-histogram.ts";
-import type { QueueDepthRow } from "../db/index.ts";
+import type { FlowCount, QueueDepthRow } from "../db/index.ts";
 import type { JobOutcome } from "../machines/job-machine.ts";
 
 export interface MetricsOptions {
@@ -44,6 +45,8 @@ export interface HeldCounts {
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 
 const SYSTEM = "picket";
+
+const FLOWS_HELP = "Flows in the table, by state: running, completed, failed, cancelled (finished ones until retention removes them)";
 
 interface TaskInstruments {
   attributes: Attributes;
@@ -94,6 +97,8 @@ export class WorkerMetrics {
   private heldSource: () => HeldCounts = () => ({ running: new Map(), waiting: new Map() });
   private depthSource: (() => Promise<QueueDepthRow[]>) | undefined;
   private depthInFlight: Promise<QueueDepthRow[] | undefined> | undefined;
+  private flowsSource: (() => Promise<FlowCount[]>) | undefined;
+  private flowsInFlight: Promise<FlowCount[] | undefined> | undefined;
   private readonly tasks = new Map<string, TaskInstruments>();
 
   constructor(options: MetricsOptions = {}) {
@@ -114,14 +119,20 @@ export class WorkerMetrics {
       heldSeries.observe(result, now);
     });
     const depthSeries = new GaugeSeries();
-    meter.createObservableGauge("picket.queue.depth", { description: "Live jobs in the table, by task and state: ready, scheduled, retrying, processing", unit: "{job}", valueType: ValueType.INT }).addCallback(async (result) => {
+    meter.createObservableGauge("picket.queue.depth", { description: "Live jobs in the table, by task and state: ready, scheduled, retrying, waiting, processing", unit: "{job}", valueType: ValueType.INT }).addCallback(async (result) => {
       // Unknown while the database does not answer: no observation, not zeros.
       const rows = await this.depth();
       if (rows !== undefined) depthSeries.observe(result, rows.map((row): Observation => [row.count, this.attributes(row.type, { "picket.state": row.state })]));
     });
+    const flowSeries = new GaugeSeries();
+    meter.createObservableGauge("picket.flows", { description: FLOWS_HELP, unit: "{flow}", valueType: ValueType.INT }).addCallback(async (result) => {
+      const rows = await this.flows();
+      if (rows !== undefined) flowSeries.observe(result, rows.map((row): Observation => [row.count, { "messaging.system": SYSTEM, "picket.state": row.status }]));
+    });
 
     const heldSource = () => this.heldSource();
     const depth = () => this.depth();
+    const flows = () => this.flows();
     this.prom = {
       consumed: new Counter({ name: "messaging_client_consumed_messages_total", help: "Jobs claimed", labelNames: ["messaging_system", "messaging_destination_name"], registers }),
       outcomes: new Counter({
@@ -148,13 +159,24 @@ export class WorkerMetrics {
     });
     new Gauge({
       name: "picket_queue_depth",
-      help: "Live jobs in the table, by task and state: ready, scheduled, retrying, processing",
+      help: "Live jobs in the table, by task and state: ready, scheduled, retrying, waiting, processing",
       labelNames: ["messaging_system", "messaging_destination_name", "picket_state"],
       registers,
       async collect() {
         const rows = await depth();
         this.reset();
         for (const row of rows ?? []) this.set({ messaging_system: SYSTEM, messaging_destination_name: row.type, picket_state: row.state }, row.count);
+      },
+    });
+    new Gauge({
+      name: "picket_flows",
+      help: FLOWS_HELP,
+      labelNames: ["messaging_system", "picket_state"],
+      registers,
+      async collect() {
+        const rows = await flows();
+        this.reset();
+        for (const row of rows ?? []) this.set({ messaging_system: SYSTEM, picket_state: row.status }, row.count);
       },
     });
   }
@@ -167,6 +189,11 @@ export class WorkerMetrics {
   /** Where the depth gauge reads from: one query, run when a collector asks (a scrape, an export). */
   observeDepth(source: () => Promise<QueueDepthRow[]>): void {
     this.depthSource = source;
+  }
+
+  /** Where the flows gauge reads from, as the depth gauge does. */
+  observeFlows(source: () => Promise<FlowCount[]>): void {
+    this.flowsSource = source;
   }
 
   claimed(type: string, count: number): void {
@@ -276,5 +303,13 @@ export class WorkerMetrics {
       .catch(() => undefined)
       .finally(() => (this.depthInFlight = undefined));
     return this.depthInFlight;
+  }
+
+  private flows(): Promise<FlowCount[] | undefined> {
+    if (this.flowsSource === undefined) return Promise.resolve([]);
+    this.flowsInFlight ??= this.flowsSource()
+      .catch(() => undefined)
+      .finally(() => (this.flowsInFlight = undefined));
+    return this.flowsInFlight;
   }
 }

@@ -17,6 +17,7 @@ import {
   requirePicketSchema,
   probeConnection,
   queueDepth,
+  flowCounts,
   removeWorker,
   leaseOf,
   renewLeases,
@@ -235,6 +236,7 @@ export class Supervisor {
     const pool = this.pool;
     this.metrics.observeHeld(() => this.held.heldCounts());
     this.metrics.observeDepth(() => queueDepth(pool, this.statements));
+    this.metrics.observeFlows(() => flowCounts(pool, this.statements));
     this.jobs = createJobRuntime({
       db: this.pool,
       metrics: this.metrics,
