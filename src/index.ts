@@ -69,6 +69,30 @@ export { openPool, type PoolOptions } from "./db/pool.ts";
 export { migrate, type MigrateResult } from "./db/migrate.ts";
 export { startEmbeddedPostgres, type EmbeddedPostgres, type EmbeddedPostgresOptions } from "./db/embedded.ts";
 export { cancelJob, deleteFinishedJob, getJob, retryDeadJob, runJobNow, type AdminAction, type AdminOptions, type AdminResult } from "./db/admin.ts";
+export {
+  cancelFlow,
+  ClaimLostError,
+  DEPENDENCY_FAILURE_POLICIES,
+  enqueueChildren,
+  enqueueFlow,
+  FLOW_STATUSES,
+  flowCounts,
+  flowGraph,
+  getFlow,
+  jobDependencies,
+  listFlows,
+  type ChildJobSpec,
+  type Dependency,
+  type DependencyFailurePolicy,
+  type DependencySpec,
+  type EnqueuedFlow,
+  type Flow,
+  type FlowCount,
+  type FlowEdge,
+  type FlowJobSpec,
+  type FlowSpec,
+  type FlowStatus,
+} from "./db/flows.ts";
 export { JOB_STATUSES, listJobs, MAX_JOB_LIST, type JobListFilter } from "./db/job-list.ts";
 export { BROWSE_STATES, browseJobs, MAX_BROWSE_PAGE, type BrowsedJob, type BrowseFilter, type BrowsePage, type BrowseState } from "./db/job-browser.ts";
 export { applyBulk, BULK_STATES, countBulk, type BulkFilter, type BulkResult } from "./db/bulk.ts";

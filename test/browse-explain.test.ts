@@ -79,8 +79,8 @@ afterAll(async () => {
 beforeAll(async () => {
   picketPool = await openPool({ connectionString: db.url, max: 2 });
   await migrate(db.pool, { schema: SCHEMA });
-  // A million rows: 60% completed, 20% dead, 5% cancelled, 14.5% pending (ready, scheduled and
-  // retrying), 0.5% running; ten tasks; the times spread over a month.
+  // A million rows: 60% completed, 20% dead, 5% cancelled, 14% pending (ready, scheduled and
+  // retrying), 0.5% waiting (a flow's), 0.5% running; ten tasks; the times spread over a month.
   await db.pool.query(`
     INSERT INTO ${SCHEMA}.jobs (type, status, run_at, attempts, finished_at, last_error, payload, claim_token, locked_by, locked_at, lock_until)
     SELECT 'task-' || (g % 10), s.status,
@@ -94,7 +94,7 @@ beforeAll(async () => {
            CASE WHEN s.status = 'processing' THEN now() - (g % 600) * interval '1 second' END,
            CASE WHEN s.status = 'processing' THEN now() + interval '1 minute' END
     FROM generate_series(1, 1000000) AS g
-    CROSS JOIN LATERAL (SELECT CASE WHEN g % 200 = 0 THEN 'processing' WHEN g % 20 < 12 THEN 'completed' WHEN g % 20 < 16 THEN 'dead'
+    CROSS JOIN LATERAL (SELECT CASE WHEN g % 200 = 0 THEN 'processing' WHEN g % 200 = 100 THEN 'waiting' WHEN g % 20 < 12 THEN 'completed' WHEN g % 20 < 16 THEN 'dead'
                                     WHEN g % 20 = 16 THEN 'cancelled' ELSE 'pending' END AS status) AS s`);
 }, 300_000);
 

@@ -182,7 +182,7 @@ describe("picket CLI", () => {
   }, 60_000);
 
   it("has --help for every command", async () => {
-    for (const command of ["demo", "worker", "enqueue", "stats", "jobs", "migrate", "machines", "dashboard"]) {
+    for (const command of ["demo", "worker", "enqueue", "stats", "jobs", "flows", "migrate", "machines", "dashboard"]) {
       const help = await picket([command, "--help"]);
       expect(help.code, command).toBe(0);
       expect(help.stdout, command).toContain(`Usage: picket ${command}`);

@@ -223,7 +223,7 @@ describe("the job browser's route", () => {
     // Without a state: the ready jobs.
     expect(await (await request("/api/jobs")).json()).toEqual({ jobs: [], next: null, searchedTo: null });
     for (const [query, error] of [
-      ["state=stuck", 'picket: browse state must be one of ready, scheduled, retrying, running, dead, completed, cancelled (got "stuck").'],
+      ["state=stuck", 'picket: browse state must be one of ready, scheduled, retrying, waiting, running, dead, completed, cancelled (got "stuck").'],
       ["state=dead&from=yesterday", 'from must be a time like 2026-01-02T03:04:05Z (got "yesterday")'],
       ["state=dead&limit=lots", "picket: browse limit must be an integer from 1 to 200 (got NaN)."],
     ] as const) {

@@ -137,9 +137,10 @@ describe("claims and fenced writes, planned as the prepared statements they are"
     const batch = claimed.slice(0, 200);
 
     for (const [name, run, writes] of [
-      // Deleting: the DELETE of keyless rows and the UPDATE of keyed ones.
-      ["complete", (q) => completeJobs(q as never, batch), ["jobs_pkey", "jobs_pkey"]],
-      ["complete, keeping completed rows", (q) => completeJobs(q as never, batch, { keepCompleted: true }), ["jobs_pkey"]],
+      // Deleting: the DELETE of keyless rows and the UPDATE of keyed ones (or flows'), and the
+      // UPDATE that parks a flow's job waiting for its children.
+      ["complete", (q) => completeJobs(q as never, batch), ["jobs_pkey", "jobs_pkey", "jobs_pkey"]],
+      ["complete, keeping completed rows", (q) => completeJobs(q as never, batch, { keepCompleted: true }), ["jobs_pkey", "jobs_pkey"]],
       ["renew", (q) => renewLeases(q as never, batch.map((c) => ({ ...c, leaseMs: 1000 }))), ["jobs_pkey"]],
     ] as [string, Run, string[]][]) {
       const plan = await explain(run, { generic: true });

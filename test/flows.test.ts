@@ -406,6 +406,26 @@ describe("children", () => {
     expect(await enqueueChildren(db.pool, { id: live!.id, token: live!.claimToken, type: "k3.parent" }, [{ type: "k3.child" }])).toHaveLength(1);
   });
 
+  it("a parent whose run is lost after adding children waits for them: reclaimed by the sweep, or released by a drain", async () => {
+    for (const lose of ["sweep", "release"] as const) {
+      const type = `k5.${lose}`;
+      await enqueueJob(db.pool, { type });
+      const [claim] = await claimAll(type);
+      await enqueueChildren(db.pool, { id: claim!.id, token: claim!.claimToken, type }, [{ name: "x", type: `${type}.child` }]);
+      if (lose === "sweep") {
+        await expireLease(db.pool, claim!.id);
+        expect((await sweepExpiredClaims(db.pool, 10)).map((s) => s.id)).toContain(claim!.id);
+      } else {
+        await releaseJobs(db.pool, [{ id: claim!.id, token: claim!.claimToken }]);
+      }
+      expect(await statusOf(claim!.id)).toBe("waiting");
+      expect(await claimAll(type)).toEqual([]);
+      const [kid] = await claimAll(`${type}.child`);
+      await completeJobs(db.pool, [{ id: kid!.id, token: kid!.claimToken }]);
+      expect(await statusOf(claim!.id)).toBe("pending");
+    }
+  });
+
   it("a child's failure cancels the parent still running, and tells its worker", async () => {
     await enqueueJob(db.pool, { type: "k4.parent" });
     const [claim] = await claimAll("k4.parent");

@@ -130,7 +130,7 @@ describe("browsing jobs", () => {
       return (error as Error).message;
     };
     expect(await refusal({ state: "pending" as never })).toBe(
-      'picket: browse state must be one of ready, scheduled, retrying, running, dead, completed, cancelled (got "pending").',
+      'picket: browse state must be one of ready, scheduled, retrying, waiting, running, dead, completed, cancelled (got "pending").',
     );
     expect(await refusal({ order: "sideways" as never })).toBe('picket: browse order must be "newest" or "oldest" (got "sideways").');
     for (const limit of [0, 201, 1.5]) expect(await refusal({ limit })).toBe(`picket: browse limit must be an integer from 1 to 200 (got ${limit}).`);

@@ -36,8 +36,8 @@ describe("ready, scheduled and retrying counted apart", () => {
     expect((await dashboardSnapshot(db.pool)).depth.filter((c) => c.type === "split")).toEqual(expected);
 
     const table = formatStats(stats).split("\n");
-    expect(table[0]).toMatch(/^task\s+ready\s+scheduled\s+retrying\s+processing\s+completed\s+dead\s+cancelled$/);
-    expect(table.find((line) => line.startsWith("split"))).toMatch(/^split\s+3\s+3\s+1\s+0\s+0\s+0\s+0$/);
+    expect(table[0]).toMatch(/^task\s+ready\s+scheduled\s+retrying\s+waiting\s+processing\s+completed\s+dead\s+cancelled$/);
+    expect(table.find((line) => line.startsWith("split"))).toMatch(/^split\s+3\s+3\s+1\s+0\s+0\s+0\s+0\s+0$/);
     // Each number sits under its column's name: right-aligned to the same edge.
     const header = table[0]!;
     const splitRow = table.find((line) => line.startsWith("split"))!;

@@ -400,7 +400,7 @@ describe("picket jobs list", () => {
     expect(await picket(["jobs", "list", "--task", "no-such-task"], env)).toMatchObject({ code: 0, stdout: "(no jobs)\n" });
     expect(await picket(["jobs", "list", "--status", "done"], env)).toMatchObject({
       code: 1,
-      stderr: 'picket: status must be one of pending, processing, completed, dead, cancelled (got "done").\n',
+      stderr: 'picket: status must be one of pending, processing, waiting, completed, dead, cancelled (got "done").\n',
     });
   });
 });

@@ -16,9 +16,11 @@ import {
   BULK_STATES,
   browseJobs,
   countBulk,
+  cancelFlow,
   cancelJob,
   dashboardSnapshot,
   deleteFinishedJob,
+  flowGraph,
   getJob,
   getWorker,
   InvalidConfigError,
@@ -27,6 +29,7 @@ import {
   jobsHeldBy,
   jobHistory,
   jobSteps,
+  listFlows,
   pauseClaims,
   pauseSchedule,
   resumeClaims,
@@ -404,6 +407,44 @@ export const dashboardRoutes = (options: DashboardOptions) => {
             const result = await applyBulk(db, action, filter, { ...statements, expected, by });
             return { result: { ...result, outcome: "applied" }, message: bulkMessage(action, result), on: `${action} ${on}` };
           });        }),
+      ),
+    ),
+    // Flows: the newest (?status=, ?before=<id>), one with its jobs and edges, a cancel.
+    HttpRouter.add(
+      "GET",
+      "/api/flows",
+      guarded(
+        Effect.gen(function* () {
+          const query = new URL((yield* HttpServerRequest.HttpServerRequest).url, "http://dashboard").searchParams;
+          const filter = { status: query.get("status") || undefined, before: query.get("before") || undefined, limit: 50 } as Parameters<typeof listFlows>[1];
+          return yield* answered(() => listFlows(db, filter, statements), (flows) => json({ flows }));
+        }),
+        true,
+      ),
+    ),
+    HttpRouter.add(
+      "GET",
+      "/api/flows/:id",
+      guarded(Effect.gen(function* () {
+        const { id } = yield* HttpRouter.params;
+        if (id === undefined || !isJobId(id)) return json({ error: `flow id must be a positive integer (got ${JSON.stringify(id ?? "")})` }, 400);
+        return yield* answered(() => flowGraph(db, id, statements), (graph) => (graph === null ? json({ error: `no flow ${id}` }, 404) : json(graph)));
+      }), true),
+    ),
+    HttpRouter.add(
+      "POST",
+      "/api/flows/:id/cancel",
+      write<{ outcome: string; cancelled: number }>("cancel flow", (_request, by) =>
+        Effect.gen(function* () {
+          const { id } = yield* HttpRouter.params;
+          if (id === undefined || !isJobId(id)) return json({ error: `flow id must be a positive integer (got ${JSON.stringify(id ?? "")})` }, 400);
+          return yield* attempt(async () => {
+            const jobs = await cancelFlow(db, id, { ...statements, by });
+            const result = { outcome: jobs.length > 0 ? "applied" : "nothing_live", cancelled: jobs.length };
+            const message = jobs.length > 0 ? `flow ${id}: cancelled ${jobs.length} job${jobs.length === 1 ? "" : "s"} and what depended on them` : `flow ${id} has no live job to cancel`;
+            return { result, message, on: `flow ${id}` };
+          });
+        }),
       ),
     ),
     HttpRouter.add("POST", "/api/pause", pauseAction("pause")),

@@ -102,11 +102,16 @@ const fencedWrite = <T extends Claim>(
   WITH c AS (
     SELECT c.id, c.token, l.id IS NOT NULL AS locked, coalesce(${fence("l", "c.token")}, false) AS live,
            l.status AS row_status, l.claim_token AS row_token, (l.key IS NOT NULL OR l.flow_id IS NOT NULL) AS kept,
-           coalesce(l.flow_id IS NOT NULL AND EXISTS (SELECT 1 FROM ${schema}.job_waits AS w WHERE w.job_id = l.id AND w.remaining > 0), false) AS waits
+           coalesce(w.remaining > 0, false) AS waits
     FROM (SELECT c.id, ${tokenOf("c")} AS token FROM unnest($1::bigint[]) AS c(id)) AS c
     LEFT JOIN LATERAL (
       SELECT l.id, l.status, l.claim_token, l.key, l.flow_id FROM ${schema}.jobs AS l WHERE l.id = c.id FOR UPDATE SKIP LOCKED
     ) AS l ON true
+    -- A flow's job: the count of its dependencies not yet resolved, probed by primary key (LIMIT
+    -- keeps it a probe per row: as EXISTS, a generic plan hashed the whole table). None for others.
+    LEFT JOIN LATERAL (
+      SELECT w.remaining FROM ${schema}.job_waits AS w WHERE w.job_id = l.id AND l.flow_id IS NOT NULL LIMIT 1
+    ) AS w ON true
   ), ${write({
     schema,
     col,

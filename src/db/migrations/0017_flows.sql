@@ -113,13 +113,20 @@ BEGIN
     RETURN NULL;
   END IF;
 
-  -- A job that finished a run with children still unresolved waits (its completion wrote
-  -- 'waiting'); one whose children all resolved meanwhile goes at once. (Read without a lock: a
-  -- child that resolves after this read finds the row waiting, below, and readies it.)
-  UPDATE {{schema}}.jobs AS j SET status = 'pending', run_at = now(), updated_at = now()
+  -- A job waits while any of its dependencies is unresolved, whichever statement moved it: its
+  -- completion parked it (children added by its run), or it went back to pending with children
+  -- still unresolved (a crashed run reclaimed by the sweep, a failed attempt, a drain's release,
+  -- an operator's retry) and waits for them instead; a parked job whose children all resolved
+  -- meanwhile goes at once. (Counts read without a lock: a child that resolves after this read
+  -- locks the row, finds it waiting, and readies it, below.)
+  UPDATE {{schema}}.jobs AS j
+  SET status = CASE WHEN m.now = 'waiting' THEN 'pending' ELSE 'waiting' END, run_at = now(), updated_at = now()
   FROM unnest(m_id, m_was, m_now) AS m(id, was, now)
-  WHERE m.now = 'waiting' AND m.was = 'processing' AND j.id = m.id AND j.status = 'waiting'
-    AND NOT EXISTS (SELECT 1 FROM {{schema}}.job_waits AS w WHERE w.job_id = m.id AND w.remaining > 0);
+  WHERE j.id = m.id AND j.status = m.now
+    AND ((m.now = 'waiting' AND m.was = 'processing'
+          AND NOT EXISTS (SELECT 1 FROM {{schema}}.job_waits AS w WHERE w.job_id = m.id AND w.remaining > 0))
+      OR (m.now = 'pending'
+          AND EXISTS (SELECT 1 FROM {{schema}}.job_waits AS w WHERE w.job_id = m.id AND w.remaining > 0)));
 
   -- The edges out of the jobs that ended, resolved by how they ended; a dead dependency of a
   -- 'wait' edge stays unresolved (an operator's retry may still complete it). Only the statement
