@@ -94,6 +94,20 @@ describe("enqueueFlow", () => {
     expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.flows WHERE name IN ('loop', 'self', 'x')")).rows[0].n).toBe(0);
   });
 
+  it("wakes workers for the ready jobs only, and for a dependent when it becomes ready", async () => {
+    const listener = await db.connect();
+    const heard: string[] = [];
+    listener.on("notification", (n) => heard.push(n.payload ?? ""));
+    await listener.query('LISTEN "picket:picket"');
+    const { jobs } = await enqueueFlow(db.pool, { name: "wake", jobs: [{ name: "a", type: "w1.first" }, { name: "b", type: "w1.second", dependsOn: ["a"] }] });
+    await expect.poll(() => heard).toContain("w1.first");
+    const [a] = await claimAll("w1.first");
+    await completeJobs(db.pool, [{ id: a!.id, token: a!.claimToken }]);
+    await expect.poll(() => heard).toContain("w1.second");
+    expect(heard.filter((p) => p.includes("w1."))).toEqual(["w1.first", "w1.second"]);
+    expect(await statusOf(jobs["b"]!.id)).toBe("pending");
+  });
+
   it("commits or rolls back with the caller's transaction", async () => {
     const client = await db.connect();
     await client.query("BEGIN");
@@ -341,13 +355,25 @@ describe("cancel", () => {
     expect((await cancelJob(db.pool, jobs["e"]!.id)).outcome).toBe("applied");
   });
 
-  it("a 1,000-long chain cancels in one statement (no recursion per level)", async () => {
+  it("a 1,000-long chain cancels in one statement (no trigger recursion per level), over 'fail' and 'wait' edges alike", async () => {
     const length = 1000;
     const { jobs } = await enqueueFlow(db.pool, {
       name: "chain",
-      jobs: Array.from({ length }, (_, i) => ({ name: `s${i}`, type: "c3.s", dependsOn: i === 0 ? [] : [`s${i - 1}`] })),
+      jobs: Array.from({ length }, (_, i) => ({
+        name: `s${i}`,
+        type: "c3.s",
+        dependsOn: i === 0 ? [] : [{ name: `s${i - 1}`, onFailure: i % 2 === 0 ? ("wait" as const) : ("fail" as const) }],
+      })),
     });
-    await cancelJob(db.pool, jobs["s0"]!.id);
+    // The trigger's runs in the cancel's transaction, counted by PostgreSQL: the cancel's own, and
+    // the one of the statement that cancelled the rest of the chain at once.
+    const client = await db.connect();
+    await client.query("BEGIN");
+    await client.query("SET LOCAL track_functions = 'pl'");
+    await cancelJob(client, jobs["s0"]!.id);
+    const { rows: [runs] } = await client.query("SELECT pg_stat_get_xact_function_calls('picket.flow_advance'::regproc)::int AS n");
+    await client.query("COMMIT");
+    expect(runs.n).toBeLessThanOrEqual(3);
     const { rows } = await db.pool.query("SELECT status, count(*)::int AS n FROM picket.jobs WHERE flow_id = $1 GROUP BY status", [jobs["s0"]!.flowId]);
     expect(rows).toEqual([{ status: "cancelled", n: length }]);
   });
@@ -378,6 +404,17 @@ describe("children", () => {
     expect(Object.values(deps).map((d) => d.result).sort()).toEqual([10, 20]);
     await completeJobs(db.pool, [{ id: claim!.id, token: claim!.claimToken, result: "second" }]);
     expect(await getFlow(db.pool, flow.id)).toMatchObject({ status: "completed", live: 0 });
+  });
+
+  it("a job parked while none of its dependencies is unresolved goes pending in the same statement", async () => {
+    // The completion parks a parent whose count it read above zero; a child's completion that
+    // committed meanwhile brought it to zero. The trigger reads the count again: the parent goes.
+    await enqueueJob(db.pool, { type: "k6.parent" });
+    const [claim] = await claimAll("k6.parent");
+    await enqueueChildren(db.pool, { id: claim!.id, token: claim!.claimToken, type: "k6.parent" }, [{ name: "x", type: "k6.child" }]);
+    await db.pool.query("UPDATE picket.job_waits SET remaining = 0 WHERE job_id = $1", [claim!.id]);
+    await db.pool.query("UPDATE picket.jobs SET status = 'waiting', claim_token = NULL, lock_until = NULL WHERE id = $1", [claim!.id]);
+    expect(await statusOf(claim!.id)).toBe("pending");
   });
 
   it("children that all finish while the parent still runs let it complete at once", async () => {

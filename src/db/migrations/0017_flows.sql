@@ -101,6 +101,9 @@ DECLARE
   m_id bigint[]; m_flow bigint[]; m_was text[]; m_now text[]; m_node text[];
   -- The edges out of the rows that ended, as resolved here.
   e_dependent bigint[]; e_policy text[]; e_resolved text[]; e_dependency bigint[]; e_node text[];
+  -- Jobs that wait or go again (step 1); jobs a failure cancels, with why (step 3); jobs ready.
+  flipped bigint[];
+  d_id bigint[]; d_cause text[];
   readied bigint[];
   ready text;
   told bigint;
@@ -119,14 +122,17 @@ BEGIN
   -- an operator's retry) and waits for them instead; a parked job whose children all resolved
   -- meanwhile goes at once. (Counts read without a lock: a child that resolves after this read
   -- locks the row, finds it waiting, and readies it, below.)
-  UPDATE {{schema}}.jobs AS j
-  SET status = CASE WHEN m.now = 'waiting' THEN 'pending' ELSE 'waiting' END, run_at = now(), updated_at = now()
+  SELECT array_agg(m.id) INTO flipped
   FROM unnest(m_id, m_was, m_now) AS m(id, was, now)
-  WHERE j.id = m.id AND j.status = m.now
-    AND ((m.now = 'waiting' AND m.was = 'processing'
-          AND NOT EXISTS (SELECT 1 FROM {{schema}}.job_waits AS w WHERE w.job_id = m.id AND w.remaining > 0))
-      OR (m.now = 'pending'
-          AND EXISTS (SELECT 1 FROM {{schema}}.job_waits AS w WHERE w.job_id = m.id AND w.remaining > 0)));
+  WHERE (m.now = 'waiting' AND m.was = 'processing'
+         AND NOT EXISTS (SELECT 1 FROM {{schema}}.job_waits AS w WHERE w.job_id = m.id AND w.remaining > 0))
+     OR (m.now = 'pending' AND EXISTS (SELECT 1 FROM {{schema}}.job_waits AS w WHERE w.job_id = m.id AND w.remaining > 0));
+  -- (Each write here runs only when it has rows to write: a statement on jobs runs this trigger again.)
+  IF flipped IS NOT NULL THEN
+    UPDATE {{schema}}.jobs AS j
+    SET status = CASE WHEN j.status = 'waiting' THEN 'pending' ELSE 'waiting' END, run_at = now(), updated_at = now()
+    WHERE j.id = ANY (flipped) AND j.status IN ('waiting', 'pending');
+  END IF;
 
   -- The edges out of the jobs that ended, resolved by how they ended; a dead dependency of a
   -- 'wait' edge stays unresolved (an operator's retry may still complete it). Only the statement
@@ -159,24 +165,27 @@ BEGIN
     SELECT e.dependent_id, d.cause
     FROM down AS d JOIN {{schema}}.job_dependencies AS e ON e.dependency_id = d.id
     WHERE e.on_failure IN ('fail', 'wait') AND e.resolved IS NULL
-  ), doom AS (
-    SELECT t.id, min(t.cause) AS cause FROM down AS t GROUP BY t.id
-  ), locked AS (
-    SELECT j.id, j.status AS was FROM {{schema}}.jobs AS j
-    WHERE j.id = ANY (ARRAY(SELECT id FROM doom)) AND j.status IN ('waiting', 'pending', 'processing')
-    ORDER BY j.id FOR UPDATE
-  ), cancelled AS (
-    UPDATE {{schema}}.jobs AS j
-    SET status = 'cancelled', finished_at = now(), lock_until = NULL, last_error = left('cancelled: ' || d.cause, 2000),
-        errors = {{schema}}.append_error(j.errors, jsonb_build_object(
-          'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'operator', 'cancel', 'by', left('flow: ' || d.cause, 200)), 10),
-        updated_at = now()
-    FROM doom AS d, locked AS l
-    WHERE j.id = d.id AND l.id = d.id AND j.status IN ('waiting', 'pending', 'processing')
-    RETURNING j.id, j.claim_token, l.was
   )
-  SELECT count(*) INTO told FROM cancelled AS c
-  LEFT JOIN LATERAL (SELECT pg_notify('picket:' || TG_TABLE_SCHEMA, '!cancel:' || c.id || ':' || c.claim_token) WHERE c.was = 'processing') AS told ON true;
+  SELECT array_agg(t.id), array_agg(t.cause) INTO d_id, d_cause
+  FROM (SELECT down.id, min(down.cause) AS cause FROM down GROUP BY down.id) AS t;
+  IF d_id IS NOT NULL THEN
+    WITH locked AS (
+      SELECT j.id, j.status AS was FROM {{schema}}.jobs AS j
+      WHERE j.id = ANY (d_id) AND j.status IN ('waiting', 'pending', 'processing')
+      ORDER BY j.id FOR UPDATE
+    ), cancelled AS (
+      UPDATE {{schema}}.jobs AS j
+      SET status = 'cancelled', finished_at = now(), lock_until = NULL, last_error = left('cancelled: ' || d.cause, 2000),
+          errors = {{schema}}.append_error(j.errors, jsonb_build_object(
+            'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'operator', 'cancel', 'by', left('flow: ' || d.cause, 200)), 10),
+          updated_at = now()
+      FROM unnest(d_id, d_cause) AS d(id, cause), locked AS l
+      WHERE j.id = d.id AND l.id = d.id
+      RETURNING j.id, j.claim_token, l.was
+    )
+    SELECT count(*) INTO told FROM cancelled AS c
+    LEFT JOIN LATERAL (SELECT pg_notify('picket:' || TG_TABLE_SCHEMA, '!cancel:' || c.id || ':' || c.claim_token) WHERE c.was = 'processing') AS told ON true;
+  END IF;
 
   -- Edges that count towards their dependent going: a completed dependency, or a failed one over
   -- an 'ignore' edge. Each dependent's count goes down by its edges here, counts locked in id order.
@@ -239,7 +248,7 @@ AS $$
                     WHEN f.dead + d.dead > 0 THEN 'failed'
                     WHEN f.cancelled + d.cancelled > 0 THEN 'cancelled'
                     ELSE 'completed' END,
-      finished_at = CASE WHEN f.live + d.live > 0 THEN NULL ELSE coalesce(f.finished_at, now()) END
+      finished_at = CASE WHEN f.live + d.live > 0 THEN NULL ELSE now() END
   FROM delta AS d, locked AS l
   WHERE f.id = d.flow_id AND l.id = d.flow_id
 $$;
