@@ -62,6 +62,17 @@ ${MODULES.map((path) => `<link rel="modulepreload" href="${path.slice(1)}">`).jo
   svg .edge { stroke: #b8bfcc; fill: none; marker-end: url(#arrow); }
   #detail, #worker-panel { display: none; }
   #detail.open, #worker-panel.open { display: block; }
+  svg .node rect { fill: #fff; stroke: #9aa3b5; }
+  svg .node { cursor: pointer; }
+  svg .node .status { fill: var(--muted); }
+  svg .node.st-completed rect { fill: #e7f5ec; stroke: var(--ok); }
+  svg .node.st-processing rect { fill: var(--lit); stroke: var(--lit); }
+  svg .node.st-processing text { fill: #fff; }
+  svg .node.st-dead rect { fill: #fdece4; stroke: var(--bad); }
+  svg .node.st-cancelled rect { fill: var(--bg); stroke: var(--muted); stroke-dasharray: 3 2; }
+  svg .node.st-waiting rect { stroke-dasharray: 5 3; }
+  svg .node.more rect { fill: var(--bg); }
+  svg .flow-edge.ignore, svg .flow-edge.wait { stroke-dasharray: 4 3; }
   input { font: inherit; padding: 2px 6px; }
   section { overflow-x: auto; }
   /* What an action did: fixed at the bottom, where it is seen wherever the button was. */

@@ -8,8 +8,9 @@ import { askedBy, getJson, question, toast, token } from "./api.js";
 import { JobBrowser } from "./browse.js";
 import { History } from "./history.js";
 import { html } from "./html.js";
+import { FlowPanel, FlowsTable } from "./flows.js";
 import { FailedTable, JobPanel } from "./jobs.js";
-import { openJob } from "./nav.js";
+import { openFlow, openJob } from "./nav.js";
 import { QueuesTable, TaskTable } from "./queues.js";
 import { SchedulesTable } from "./schedules.js";
 import { layout } from "./statechart.js";
@@ -127,6 +128,8 @@ const App = () => {
       <section class="wide"><${History} /></section>
       <section class="wide"><h2>Workers</h2>${s && html`<${WorkersTable} workers=${s.workers} />`}</section>
       <${WorkerPanel} layouts=${layouts} />
+      <section class="wide" id="flows"><h2>Flows</h2><${FlowsTable} /></section>
+      <${FlowPanel} />
       <section class="wide"><h2>Schedules</h2>${s && html`<${SchedulesTable} schedules=${s.schedules ?? []} lastJobs=${s.scheduleJobs ?? []} />`}</section>
       <section><h2>Recent failures (retrying)</h2>${s && html`<${FailedTable} rows=${s.retrying} action="cancel" />`}</section>
       <section><h2>Dead jobs</h2>${s && html`<${FailedTable} rows=${s.dead} action="retry" />`}</section>
@@ -139,4 +142,5 @@ const App = () => {
 
 // For a test or a console: open a job's page by id.
 window.openJob = (id) => openJob.set(String(id));
+window.openFlow = (id) => openFlow.set(String(id));
 render(html`<${App} />`, document.getElementById("app"));

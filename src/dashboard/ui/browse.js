@@ -10,7 +10,7 @@ import { localTime } from "./words.js";
 
 /** Each state the browser shows, and what its time column means. */
 const STATES = [
-  ["ready", "due since"], ["scheduled", "due at"], ["retrying", "retry at"], ["running", "claimed at"],
+  ["ready", "due since"], ["scheduled", "due at"], ["retrying", "retry at"], ["waiting", "enqueued at"], ["running", "claimed at"],
   ["dead", "died at"], ["completed", "completed at"], ["cancelled", "cancelled at"],
 ];
 // The bulk actions each state offers (what the server would refuse is not shown).
@@ -18,6 +18,7 @@ const BULK = {
   ready: [["cancel", "cancel all"]],
   scheduled: [["run-now", "run all now"], ["cancel", "cancel all"]],
   retrying: [["run-now", "run all now"], ["cancel", "cancel all"]],
+  waiting: [["cancel", "cancel all"]],
   running: [["cancel", "cancel all"]],
   dead: [["retry", "retry all"], ["delete", "delete all"]],
   completed: [["delete", "delete all"]],

@@ -4,7 +4,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { act } from "./api.js";
 import { useFollowed } from "./follow.js";
 import { html } from "./html.js";
-import { JobLink, jobsChanged, openJob } from "./nav.js";
+import { FlowLink, JobLink, jobsChanged, openJob } from "./nav.js";
 import { Statechart } from "./statechart.js";
 import { useStore } from "./store.js";
 import { ASK, JOB_ACTIONS } from "./words.js";
@@ -99,6 +99,7 @@ const JobBody = ({ layouts, id, job }) => {
     <table data-testid="detail">
       <tbody>
         ${fields.map(([k, v]) => html`<tr key=${k}><th>${k}</th><td>${String(v)}</td></tr>`)}
+        ${job.flowId && html`<tr><th>flow</th><td data-testid="job-flow"><${FlowLink} id=${job.flowId} /> as ${job.flowNode}</td></tr>`}
         <tr><th>payload</th><td><pre data-testid="payload">${JSON.stringify(job.payload, null, 2)}</pre></td></tr>
         <tr><th>progress</th><td><pre>${JSON.stringify(job.progress)}</pre></td></tr>
         <tr><th>result</th><td><pre>${JSON.stringify(job.result)}</pre></td></tr>

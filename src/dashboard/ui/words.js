@@ -8,6 +8,7 @@ export const ASK = {
   resume: (kind, name) => ["Resume " + kind + " " + name + "? Workers claim its jobs again at once.", "resume"],
   "schedule-pause": (name) => ["Pause schedule " + name + "? It fires no tick until resumed; the ticks meanwhile are skipped.", "pause"],
   "schedule-resume": (name) => ["Resume schedule " + name + "? It fires from its next tick.", "resume"],
+  "flow-cancel": (id) => ["Cancel flow " + id + "? Every live job of it is cancelled, running ones told to stop, and what depends on them with them.", "cancel the flow"],
   "schedule-trigger": (name) => ["Trigger schedule " + name + " now? One job is made at once, as a tick would make it.", "trigger now"],
 };
 
@@ -15,7 +16,7 @@ export const ASK = {
 export const JOB_ACTIONS = [
   { action: "retry", label: "retry", when: ["dead"] },
   { action: "run-now", label: "run now", when: ["pending"] },
-  { action: "cancel", label: "cancel", when: ["pending", "processing"] },
+  { action: "cancel", label: "cancel", when: ["pending", "processing", "waiting"] },
   { action: "delete", label: "delete", when: ["completed", "dead", "cancelled"] },
 ];
 
