@@ -108,10 +108,23 @@ DECLARE
   ready text;
   told bigint;
 BEGIN
-  SELECT array_agg(a.id), array_agg(a.flow_id), array_agg(b.status), array_agg(a.status), array_agg(a.flow_node)
-  INTO m_id, m_flow, m_was, m_now, m_node
-  FROM changed_after AS a JOIN changed_before AS b ON b.id = a.id
-  WHERE a.flow_id IS NOT NULL AND a.status IS DISTINCT FROM b.status;
+  PERFORM 1 FROM changed_after AS a WHERE a.flow_id IS NOT NULL LIMIT 1;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  -- Each row's status before and after, paired by position in id order (a statement updates a
+  -- row once: the ids are the same on both sides). Not a join of the two: planned without
+  -- statistics, it was a nested loop, 8 s for a statement that readied 10,000 jobs.
+  SELECT array_agg(b.status ORDER BY b.id) INTO m_was FROM changed_before AS b;
+  WITH paired AS (
+    SELECT m.* FROM unnest(
+      (SELECT array_agg(a.id ORDER BY a.id) FROM changed_after AS a), (SELECT array_agg(a.flow_id ORDER BY a.id) FROM changed_after AS a),
+      m_was, (SELECT array_agg(a.status ORDER BY a.id) FROM changed_after AS a), (SELECT array_agg(a.flow_node ORDER BY a.id) FROM changed_after AS a)
+    ) AS m(id, flow_id, was, now, node)
+    WHERE m.flow_id IS NOT NULL AND m.was IS DISTINCT FROM m.now
+  )
+  SELECT array_agg(p.id), array_agg(p.flow_id), array_agg(p.was), array_agg(p.now), array_agg(p.node)
+  INTO m_id, m_flow, m_was, m_now, m_node FROM paired AS p;
   IF m_id IS NULL THEN
     RETURN NULL;
   END IF;
