@@ -3,7 +3,7 @@
 // caller's own pool, and stats() reports what runs.
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { claimJobs, enqueueJob, enqueueJobs } from "../src/db/index.ts";
+import { claimJobs, enqueueFlow, enqueueJob, enqueueJobs, getFlow } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { expireLease, row, want } from "./support/factory.ts";
@@ -14,10 +14,17 @@ const db = useTestDatabase();
 describe("background work", () => {
   it("retention deletes old finished jobs batch after batch in one run, logs the count, and keeps the rest", async () => {
     await db.pool.query(`INSERT INTO picket.jobs (type, status, finished_at) SELECT 'old', 'completed', now() - interval '2 days' FROM generate_series(1, 5)`);
+    // A completed flow as old, and a running one: the first goes whole, the second stays.
+    const old = await enqueueFlow(db.pool, { name: "bg-old", jobs: [{ name: "a", type: "bg-flow" }, { name: "b", type: "bg-flow", dependsOn: ["a"] }] });
+    await db.pool.query("UPDATE picket.jobs SET status = 'completed', finished_at = now() - interval '2 days' WHERE flow_id = $1", [old.flow.id]);
+    await db.pool.query("UPDATE picket.flows SET finished_at = now() - interval '2 days' WHERE id = $1", [old.flow.id]);
+    const running = await enqueueFlow(db.pool, { name: "bg-running", jobs: [{ name: "a", type: "bg-flow-later", runAt: new Date(Date.now() + 3_600_000) }] });
     const { rows: [recent] } = await db.pool.query(`INSERT INTO picket.jobs (type, status, finished_at) VALUES ('recent', 'completed', now()) RETURNING id`);
     const noop = defineTask({ name: "bg-noop", handler: async () => undefined });
     const { logs } = await startWorker({ connectionString: db.url, tasks: [noop], retention: { olderThanMs: 86_400_000, batchSize: 2, intervalMs: 60_000 } });
-    await expect.poll(() => logs.find((l) => l.msg === "retention deleted old finished jobs"), { timeout: 5_000 }).toMatchObject({ deleted: 5 });
+    await expect.poll(() => logs.find((l) => l.msg === "retention deleted old finished jobs"), { timeout: 5_000 }).toMatchObject({ deleted: 5, flows: 1 });
+    expect(await getFlow(db.pool, old.flow.id)).toBeNull();
+    expect((await getFlow(db.pool, running.flow.id))?.status).toBe("running");
     const { rows } = await db.pool.query("SELECT type FROM picket.jobs WHERE status = 'completed'");
     expect(rows.map((r) => r.type)).toEqual(["recent"]);
     expect(await row(db.pool, recent.id)).toBeDefined();

@@ -31,7 +31,8 @@ import {
 import { Registry } from "prom-client";
 import { WorkerMetrics } from "../src/runtime/metrics.ts";
 import { defineTask } from "../src/runtime/task.ts";
-import { runUntilIdle } from "../src/testing/index.ts";
+import { expectFlow, runUntilIdle } from "../src/testing/index.ts";
+import { startWorker } from "./support/worker.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { expireLease, want } from "./support/factory.ts";
 
@@ -557,6 +558,8 @@ describe("the testing kit runs a flow to its end", () => {
     });
     const runs = await runUntilIdle({ db: db.pool, tasks: [resize, album] });
     expect(order).toEqual(["resize-1", "resize-2", "album"]);
+    const ended = await expectFlow(db.pool, flow.id, { jobs: { album: "completed", r1: "completed" } });
+    expect(ended.jobs["album"]!.result).toBe(6);
     expect(runs.at(-1)).toMatchObject({ id: jobs["album"]!.id, outcome: "completed", result: 6 });
     expect((await getFlow(db.pool, flow.id))!.status).toBe("completed");
     await enqueueJob(db.pool, { type: "t1.tree" });
@@ -564,6 +567,60 @@ describe("the testing kit runs a flow to its end", () => {
     const treeRuns = await runUntilIdle({ db: db.pool, tasks: [resize, tree] });
     expect(order).toEqual(["tree-1", "resize-50", "tree-2"]);
     expect(treeRuns.at(-1)).toMatchObject({ outcome: "completed", result: 100 });
+  });
+});
+
+describe("expectFlow", () => {
+  it("fails with every job's status, attempts, error and dependencies", async () => {
+    const { flow, jobs } = await enqueueFlow(db.pool, {
+      name: "told",
+      jobs: [
+        { name: "a", type: "e1.a", maxAttempts: 1 },
+        { name: "b", type: "e1.b", dependsOn: ["a"] },
+      ],
+    });
+    const [a] = await claimAll("e1.a");
+    await failJobs(db.pool, [{ id: a!.id, token: a!.claimToken, error: "card declined" }]);
+    const failure = await expectFlow(db.pool, flow.id).catch((error: Error) => error);
+    expect((failure as Error).message).toBe(
+      [
+        `expected flow ${flow.id} "told" completed; it is failed.`,
+        "Its jobs (2):",
+        `  a (#${a!.id} e1.a) dead, 1 attempt: card declined`,
+        `  b (#${jobs["b"]!.id} e1.b) cancelled, 0 attempts, after a: cancelled: dependency a (job ${a!.id}) ended dead`,
+      ].join("\n"),
+    );
+    expect((await expectFlow(db.pool, flow.id, { status: "failed", jobs: { a: "dead", b: "cancelled" } })).flow.dead).toBe(1);
+    await expect(expectFlow(db.pool, flow.id, { status: "failed", jobs: { c: "dead" } })).rejects.toThrow(/, with c dead; it is failed\.\nNo job is named "c" in it\./);
+    await expect(expectFlow(db.pool, "999999")).rejects.toThrow("expected flow 999999; there is no such flow.");
+  });
+});
+
+describe("serial queues", () => {
+  it("a flow's jobs in a serial queue run one at a time once ready, in the order they became ready", async () => {
+    const runs: Array<[string, number, number]> = [];
+    const step = defineTask<{ n: number }>({
+      name: "q1.step",
+      handler: async (payload, ctx) => {
+        const started = Date.now();
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        runs.push([ctx.job.id, started, Date.now()]);
+        return payload.n;
+      },
+    });
+    const { flow } = await enqueueFlow(db.pool, {
+      name: "queued",
+      jobs: [
+        { name: "start", type: "q1.step", payload: { n: 0 } },
+        ...Array.from({ length: 6 }, (_, i) => ({ name: `q${i}`, type: "q1.step", queue: "one-by-one", payload: { n: i + 1 }, dependsOn: ["start"] })),
+      ],
+    });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [step], concurrency: 8 });
+    await expect.poll(async () => (await getFlow(db.pool, flow.id))!.status, { timeout: 20_000 }).toBe("completed");
+    await supervisor.stop();
+    const queued = runs.slice(1).sort((x, y) => x[1] - y[1]);
+    expect(queued).toHaveLength(6);
+    for (let i = 1; i < queued.length; i++) expect(queued[i]![1]).toBeGreaterThanOrEqual(queued[i - 1]![2]);
   });
 });
 

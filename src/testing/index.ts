@@ -16,6 +16,7 @@ export {
 } from "./database.ts";
 export { runUntilIdle, type JobRunResult, type RunUntilIdleOptions } from "./run-jobs.ts";
 export { expectEnqueued, matchesPartially, type ExpectEnqueuedOptions } from "./expect-enqueued.ts";
+export { expectFlow, type ExpectFlowOptions } from "./expect-flow.ts";
 export {
   checkTask,
   formatReport,
