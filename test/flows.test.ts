@@ -25,6 +25,7 @@ import {
   queueDepth,
   releaseJobs,
   retryDeadJob,
+  StatementTimeoutError,
   sweepExpiredClaims,
   type FlowJobSpec,
 } from "../src/db/index.ts";
@@ -567,6 +568,30 @@ describe("the testing kit runs a flow to its end", () => {
     const treeRuns = await runUntilIdle({ db: db.pool, tasks: [resize, tree] });
     expect(order).toEqual(["tree-1", "resize-50", "tree-2"]);
     expect(treeRuns.at(-1)).toMatchObject({ outcome: "completed", result: 100 });
+  });
+});
+
+describe("a flow's rows locked by another session (an operator's transaction)", () => {
+  it("a completion waits for a flow's row or a fan-in's count held by another session, then writes, losing nothing", async () => {
+    for (const held of ["flows", "job_waits"] as const) {
+      const { flow, jobs } = await enqueueFlow(db.pool, { name: `held-${held}`, jobs: [{ name: "a", type: `h1.${held}` }, { name: "b", type: `h1.${held}.b`, dependsOn: ["a"] }] });
+      const [a] = await claimAll(`h1.${held}`);
+      const holder = await db.connect();
+      await holder.query("BEGIN");
+      if (held === "flows") await holder.query("SELECT 1 FROM picket.flows WHERE id = $1 FOR UPDATE", [flow.id]);
+      else await holder.query("SELECT 1 FROM picket.job_waits WHERE job_id = $1 FOR UPDATE", [jobs["b"]!.id]);
+      // Bounded by its statement's time: it is cancelled on the server, and nothing of it stays.
+      await expect(completeJobs(db.pool, [{ id: a!.id, token: a!.claimToken }], { timeoutMs: 500 })).rejects.toThrow(StatementTimeoutError);
+      expect(await statusOf(a!.id)).toBe("processing");
+      expect(await statusOf(jobs["b"]!.id)).toBe("waiting");
+      // Written once the session lets go.
+      const written = completeJobs(db.pool, [{ id: a!.id, token: a!.claimToken }]);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await holder.query("COMMIT");
+      expect(await written).toEqual([{ id: a!.id, outcome: "applied", status: "completed" }]);
+      expect(await statusOf(jobs["b"]!.id)).toBe("pending");
+      expect((await getFlow(db.pool, flow.id))!.live).toBe(1);
+    }
   });
 });
 
