@@ -531,9 +531,9 @@ describe("the testing kit runs a flow to its end", () => {
     const album = defineTask({
       name: "t1.album",
       handler: async (_payload, ctx) => {
-        const deps = await ctx.dependencies();
+        const deps = await ctx.dependencies<{ r1: number; r2: number }>();
         order.push("album");
-        return Object.values(deps).reduce((sum, d) => sum + (d.result as number), 0);
+        return deps.r1.result + deps.r2.result;
       },
     });
     const tree = defineTask({

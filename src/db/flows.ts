@@ -366,15 +366,16 @@ export const enqueueChildren = async (
   return rows;
 };
 
-/** A dependency of a job, as its handler reads it. */
-export interface Dependency {
+/** A dependency of a job, as its handler reads it; `R` its handler's result, where the caller says. */
+export interface Dependency<R = unknown> {
   id: JobId;
   /** Its name in the flow. */
   name: string;
   type: string;
   /** completed, or (over an "ignore" edge) dead or cancelled. */
   status: JobStatus;
-  result: unknown;
+  /** Its handler's result when completed (null when it failed). */
+  result: R;
   /** Its last error, when it failed. */
   error: string | null;
   onFailure: DependencyFailurePolicy;

@@ -11,6 +11,7 @@ import {
   reportProgress,
   type ChildJobSpec,
   type ClaimedJob,
+  type Dependency,
   type DependencyFailurePolicy,
   type Queryable,
   type StatementOptions,
@@ -72,8 +73,8 @@ export class JobContext implements HandlerContext {
     return (this.steps ??= stepsFor(this.deps, this.claimed, this.signal));
   }
 
-  dependencies(): ReturnType<HandlerContext["dependencies"]> {
-    return jobDependencies(this.deps.db, this.claimed.id, this.deps.statements);
+  dependencies<R extends Record<string, unknown> = Record<string, unknown>>(): Promise<{ [K in keyof R]: Dependency<R[K]> }> {
+    return jobDependencies(this.deps.db, this.claimed.id, this.deps.statements) as Promise<{ [K in keyof R]: Dependency<R[K]> }>;
   }
 
   async enqueueChildren(children: readonly ChildJobSpec[], options: { onFailure?: DependencyFailurePolicy } = {}): ReturnType<HandlerContext["enqueueChildren"]> {

@@ -53,9 +53,10 @@ export interface HandlerContext {
   /**
    * The job's dependencies in its flow, by name, with how each ended and its result: all completed,
    * unless an edge's policy is "ignore" (then a failed one is here too, with its error). Children
-   * this job added are among them. Empty for a job in no flow.
+   * this job added are among them. Empty for a job in no flow. Type it by the results you expect,
+   * by name: `ctx.dependencies<{ resize: { url: string } }>()` (not checked at run time).
    */
-  dependencies(): Promise<Record<string, Dependency>>;
+  dependencies<R extends Record<string, unknown> = Record<string, unknown>>(): Promise<{ [K in keyof R]: Dependency<R[K]> }>;
   /**
    * Adds children under this run's claim, in one statement: they run, and this job, once this run
    * returns, waits for all of them and then runs again (ctx.dependencies() holds their results; a
