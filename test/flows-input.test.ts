@@ -164,6 +164,7 @@ describe("children", () => {
     await expect(enqueueChildren(db.pool, { id: claim!.id, token: claim!.claimToken, type: "i3.parent" }, [{ type: "i3.child" }], { onFailure: "skip" as never })).rejects.toThrow(
       `picket: job ${claim!.id}'s children: onFailure must be "fail", "ignore" or "wait" (got "skip")`,
     );
+    await expect(enqueueChildren(db.pool, { id: claim!.id, token: claim!.claimToken, type: "i3.parent" }, [null as never])).rejects.toThrow(InvalidJobError);
     const lost = await enqueueChildren(db.pool, { id: claim!.id, token: "00000000-0000-4000-8000-000000000000", type: "i3.parent" }, [{ type: "i3.child" }]).catch((e: Error) => e);
     expect(lost).toBeInstanceOf(ClaimLostError);
     expect(lost).toMatchObject({ name: "ClaimLostError", message: `picket: job ${claim!.id}'s claim is no longer live (reclaimed, cancelled or finished): its children were not added.` });
@@ -188,6 +189,44 @@ describe("children", () => {
     for (const run of await runUntilIdle({ db: db.pool, tasks: [parent] })) outcomes[run.id] = run.outcome;
     expect(outcomes).toEqual({ [cancelled.id]: "cancelled", [stolen.id]: "fenced" });
     expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = 'i4.child'")).rows[0].n).toBe(0);
+  });
+});
+
+describe("a handler that goes on after its children were refused", () => {
+  it("has its signal aborted at once: the run is over, whether the claim was cancelled or taken", async () => {
+    const seen: Record<string, string> = {};
+    const parent = defineTask({
+      name: "i6.parent",
+      handler: async (payload: { lose: "cancel" | "steal" | "steal, then cancel" | "nothing" }, ctx) => {
+        if (payload.lose === "cancel") await cancelJob(db.pool, ctx.job.id);
+        if (payload.lose.startsWith("steal")) await db.pool.query("UPDATE picket.jobs SET claim_token = gen_random_uuid() WHERE id = $1", [ctx.job.id]);
+        if (payload.lose === "steal, then cancel") await cancelJob(db.pool, ctx.job.id);
+        // With its claim kept, children it gets wrong are refused and the run goes on.
+        const children = payload.lose === "nothing" ? [{ name: "x", type: "i6.child", dependsOn: ["x"] }] : [{ type: "i6.child" }];
+        const error = await ctx.enqueueChildren(children).catch((e: unknown) => e);
+        if (payload.lose === "nothing") return (seen[ctx.job.id] = `${(error as Error).name} went on`);
+        // It catches the error and waits: only its signal can end it (runUntilIdle renews no lease).
+        const aborted = ctx.signal.aborted || (await new Promise<boolean>((resolve) => {
+          ctx.signal.addEventListener("abort", () => resolve(true));
+          setTimeout(() => resolve(false), 3_000);
+        }));
+        seen[ctx.job.id] = `${(error as Error).name} ${aborted ? "aborted" : "not aborted"}`;
+        return "went on";
+      },
+    });
+    const cancelled = await enqueueJob(db.pool, { type: "i6.parent", payload: { lose: "cancel" } });
+    const stolen = await enqueueJob(db.pool, { type: "i6.parent", payload: { lose: "steal" } });
+    const stolenThenCancelled = await enqueueJob(db.pool, { type: "i6.parent", payload: { lose: "steal, then cancel" } });
+    const kept = await enqueueJob(db.pool, { type: "i6.parent", payload: { lose: "nothing" } });
+    const outcomes = Object.fromEntries((await runUntilIdle({ db: db.pool, tasks: [parent] })).map((run) => [run.id, run.outcome]));
+    // A cancel that came after another claim took the job is not this run's cancel: its claim was lost.
+    expect(outcomes).toEqual({ [cancelled.id]: "cancelled", [stolen.id]: "fenced", [stolenThenCancelled.id]: "fenced", [kept.id]: "completed" });
+    expect(seen).toEqual({
+      [cancelled.id]: "ClaimLostError aborted",
+      [stolen.id]: "ClaimLostError aborted",
+      [stolenThenCancelled.id]: "ClaimLostError aborted",
+      [kept.id]: "InvalidJobError went on",
+    });
   });
 });
 

@@ -22,6 +22,7 @@ import {
   InvalidJobError,
   jobDependencies,
   listFlows,
+  migrate,
   queueDepth,
   releaseJobs,
   retryDeadJob,
@@ -618,6 +619,18 @@ describe("expectFlow", () => {
     expect((await expectFlow(db.pool, flow.id, { status: "failed", jobs: { a: "dead", b: "cancelled" } })).flow.dead).toBe(1);
     await expect(expectFlow(db.pool, flow.id, { status: "failed", jobs: { c: "dead" } })).rejects.toThrow(/, with c dead; it is failed\.\nNo job is named "c" in it\./);
     await expect(expectFlow(db.pool, "999999")).rejects.toThrow("expected flow 999999; there is no such flow.");
+    await expect(expectFlow(db.pool, {} as never)).rejects.toThrow("picket/testing: expectFlow needs the flow's id: expectFlow(db, flow.id) (got [object Object]).");
+  });
+
+  it("lists the first 50 jobs of a larger flow, and reads the schema it is given", async () => {
+    await migrate(db.pool, { schema: "flowkit" });
+    const { flow } = await enqueueFlow(db.pool, { name: "wide", jobs: Array.from({ length: 52 }, (_, i) => ({ name: `j${i}`, type: "e2.j" })) }, { schema: "flowkit" });
+    const message = ((await expectFlow(db.pool, flow.id, { schema: "flowkit" }).catch((error: Error) => error)) as Error).message.split("\n");
+    expect(message[0]).toBe(`expected flow ${flow.id} "wide" completed; it is running.`);
+    expect(message.slice(1, 3)).toEqual(["Its jobs (52):", expect.stringMatching(/^ {2}j0 \(#\d+ e2\.j\) pending, 0 attempts$/)]);
+    expect(message).toHaveLength(2 + 50 + 1);
+    expect(message.at(-1)).toBe("  … and 2 more");
+    expect((await expectFlow(db.pool, flow.id, { schema: "flowkit", status: "running", jobs: { j51: "pending" } })).jobs["j51"]!.status).toBe("pending");
   });
 });
 
