@@ -40,9 +40,9 @@ const ID = /^[1-9][0-9]{0,18}$/;
 /**
  * The write itself, as the CTEs that end in one named `written`, returning (id, status) of
  * each row written: `where(locked)` picks the rows of the live claims whose locked row (`c`, with
- * `c.kept`: the row holds a dedupe key or is in a flow; `c.waits`: a
- * flow's job whose children, added by this run, have not all resolved) matches `locked`, the fence included; `returning` is the
- * id, and `col(name)` reads the claim's own value of a column.
+ * `c.kept`: the row holds a dedupe key or is in a flow; `c.waits`: a flow's job whose children,
+ * added by this run, have not all resolved) matches `locked`, the fence included; `returning` is
+ * the id, and `col(name)` reads the claim's own value of a column.
  */
 type Write = (parts: { schema: string; col: (name: string) => string; where: (locked?: string) => string; returning: string }) => string;
 

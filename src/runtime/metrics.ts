@@ -69,6 +69,24 @@ interface CountedOutcome {
 type Observation = [value: number, attributes: Attributes];
 
 /**
+ * A read a gauge's collectors share: those that ask at once (a scrape during an export) share one
+ * query; one that asks while the database does not answer gets undefined rather than an error.
+ * Without a source (no worker started yet) it reads nothing.
+ */
+class SharedRead<T extends unknown[]> {
+  source: (() => Promise<T>) | undefined;
+  private inFlight: Promise<T | undefined> | undefined;
+
+  read(): Promise<T | undefined> {
+    if (this.source === undefined) return Promise.resolve([] as unknown as T);
+    this.inFlight ??= this.source()
+      .catch(() => undefined)
+      .finally(() => (this.inFlight = undefined));
+    return this.inFlight;
+  }
+}
+
+/**
  * The series an OpenTelemetry gauge has reported. The SDK goes on exporting a cumulative gauge's
  * last value for a series its callback no longer observes, so a task whose jobs all ran would
  * show its old depth for ever: a series that is gone is observed as zero instead (Prometheus's
@@ -95,10 +113,8 @@ export class WorkerMetrics {
   private readonly otel;
   private readonly prom;
   private heldSource: () => HeldCounts = () => ({ running: new Map(), waiting: new Map() });
-  private depthSource: (() => Promise<QueueDepthRow[]>) | undefined;
-  private depthInFlight: Promise<QueueDepthRow[] | undefined> | undefined;
-  private flowsSource: (() => Promise<FlowCount[]>) | undefined;
-  private flowsInFlight: Promise<FlowCount[] | undefined> | undefined;
+  private readonly depthRead = new SharedRead<QueueDepthRow[]>();
+  private readonly flowsRead = new SharedRead<FlowCount[]>();
   private readonly tasks = new Map<string, TaskInstruments>();
 
   constructor(options: MetricsOptions = {}) {
@@ -121,18 +137,18 @@ export class WorkerMetrics {
     const depthSeries = new GaugeSeries();
     meter.createObservableGauge("picket.queue.depth", { description: "Live jobs in the table, by task and state: ready, scheduled, retrying, waiting, processing", unit: "{job}", valueType: ValueType.INT }).addCallback(async (result) => {
       // Unknown while the database does not answer: no observation, not zeros.
-      const rows = await this.depth();
+      const rows = await this.depthRead.read();
       if (rows !== undefined) depthSeries.observe(result, rows.map((row): Observation => [row.count, this.attributes(row.type, { "picket.state": row.state })]));
     });
     const flowSeries = new GaugeSeries();
     meter.createObservableGauge("picket.flows", { description: FLOWS_HELP, unit: "{flow}", valueType: ValueType.INT }).addCallback(async (result) => {
-      const rows = await this.flows();
+      const rows = await this.flowsRead.read();
       if (rows !== undefined) flowSeries.observe(result, rows.map((row): Observation => [row.count, { "messaging.system": SYSTEM, "picket.state": row.status }]));
     });
 
     const heldSource = () => this.heldSource();
-    const depth = () => this.depth();
-    const flows = () => this.flows();
+    const depth = () => this.depthRead.read();
+    const flows = () => this.flowsRead.read();
     this.prom = {
       consumed: new Counter({ name: "messaging_client_consumed_messages_total", help: "Jobs claimed", labelNames: ["messaging_system", "messaging_destination_name"], registers }),
       outcomes: new Counter({
@@ -188,12 +204,12 @@ export class WorkerMetrics {
 
   /** Where the depth gauge reads from: one query, run when a collector asks (a scrape, an export). */
   observeDepth(source: () => Promise<QueueDepthRow[]>): void {
-    this.depthSource = source;
+    this.depthRead.source = source;
   }
 
   /** Where the flows gauge reads from, as the depth gauge does. */
   observeFlows(source: () => Promise<FlowCount[]>): void {
-    this.flowsSource = source;
+    this.flowsRead.source = source;
   }
 
   claimed(type: string, count: number): void {
@@ -293,23 +309,5 @@ export class WorkerMetrics {
 
   private attributes(type: string, more: Attributes = {}): Attributes {
     return { "messaging.system": SYSTEM, "messaging.destination.name": type, ...more };
-  }
-
-  // Collectors that ask at once (a scrape during an export) share one query. One that asks while
-  // the database does not answer gets undefined (no depth) rather than an error.
-  private depth(): Promise<QueueDepthRow[] | undefined> {
-    if (this.depthSource === undefined) return Promise.resolve([]);
-    this.depthInFlight ??= this.depthSource()
-      .catch(() => undefined)
-      .finally(() => (this.depthInFlight = undefined));
-    return this.depthInFlight;
-  }
-
-  private flows(): Promise<FlowCount[] | undefined> {
-    if (this.flowsSource === undefined) return Promise.resolve([]);
-    this.flowsInFlight ??= this.flowsSource()
-      .catch(() => undefined)
-      .finally(() => (this.flowsInFlight = undefined));
-    return this.flowsInFlight;
   }
 }
