@@ -460,6 +460,27 @@ describe("children", () => {
     expect(await statusOf(claim!.id)).toBe("pending");
   });
 
+  it("a flow's job adding children twice in a run waits for all of them; the flow counts them", async () => {
+    const { flow, jobs } = await enqueueFlow(db.pool, { name: "grows", jobs: [{ name: "p", type: "k7.parent" }, { name: "after", type: "k7.after", dependsOn: ["p"] }] });
+    const [claim] = await claimAll("k7.parent");
+    const parent = { id: claim!.id, token: claim!.claimToken, type: "k7.parent" };
+    await enqueueChildren(db.pool, parent, [{ name: "x", type: "k7.child" }]);
+    await enqueueChildren(db.pool, parent, [{ name: "y", type: "k7.child" }, { name: "z", type: "k7.child" }]);
+    expect(await getFlow(db.pool, flow.id)).toMatchObject({ total: 5, live: 5 });
+    expect((await db.pool.query("SELECT remaining FROM picket.job_waits WHERE job_id = $1", [claim!.id])).rows).toEqual([{ remaining: 3 }]);
+    await completeJobs(db.pool, [{ id: claim!.id, token: claim!.claimToken }]);
+    const kids = await claimAll("k7.child");
+    await completeJobs(db.pool, kids.slice(0, 2).map((k) => ({ id: k.id, token: k.claimToken })));
+    expect(await statusOf(claim!.id)).toBe("waiting");
+    await completeJobs(db.pool, kids.slice(2).map((k) => ({ id: k.id, token: k.claimToken })));
+    const [again] = await claimAll("k7.parent");
+    await completeJobs(db.pool, [{ id: again!.id, token: again!.claimToken }]);
+    const [after] = await claimAll("k7.after");
+    expect(after!.id).toBe(jobs["after"]!.id);
+    await completeJobs(db.pool, [{ id: after!.id, token: after!.claimToken }]);
+    expect(await getFlow(db.pool, flow.id)).toMatchObject({ status: "completed", total: 5, live: 0 });
+  });
+
   it("children that all finish while the parent still runs let it complete at once", async () => {
     await enqueueJob(db.pool, { type: "k2.parent" });
     const [claim] = await claimAll("k2.parent");
@@ -617,7 +638,8 @@ describe("expectFlow", () => {
       ].join("\n"),
     );
     expect((await expectFlow(db.pool, flow.id, { status: "failed", jobs: { a: "dead", b: "cancelled" } })).flow.dead).toBe(1);
-    await expect(expectFlow(db.pool, flow.id, { status: "failed", jobs: { c: "dead" } })).rejects.toThrow(/, with c dead; it is failed\.\nNo job is named "c" in it\./);
+    const named = ((await expectFlow(db.pool, flow.id, { status: "failed", jobs: { a: "completed", c: "dead" } }).catch((error: Error) => error)) as Error).message;
+    expect(named.split("\n").slice(0, 3)).toEqual([`expected flow ${flow.id} "told" failed, with a completed, c dead; it is failed.`, 'No job is named "c" in it.', "Its jobs (2):"]);
     await expect(expectFlow(db.pool, "999999")).rejects.toThrow("expected flow 999999; there is no such flow.");
     await expect(expectFlow(db.pool, {} as never)).rejects.toThrow("picket/testing: expectFlow needs the flow's id: expectFlow(db, flow.id) (got [object Object]).");
   });
@@ -630,6 +652,9 @@ describe("expectFlow", () => {
     expect(message.slice(1, 3)).toEqual(["Its jobs (52):", expect.stringMatching(/^ {2}j0 \(#\d+ e2\.j\) pending, 0 attempts$/)]);
     expect(message).toHaveLength(2 + 50 + 1);
     expect(message.at(-1)).toBe("  … and 2 more");
+    const fifty = await enqueueFlow(db.pool, { name: "fifty", jobs: Array.from({ length: 50 }, (_, i) => ({ name: `j${i}`, type: "e2.k" })) }, { schema: "flowkit" });
+    const listed = ((await expectFlow(db.pool, fifty.flow.id, { schema: "flowkit" }).catch((error: Error) => error)) as Error).message.split("\n");
+    expect(listed).toHaveLength(2 + 50);
     expect((await expectFlow(db.pool, flow.id, { schema: "flowkit", status: "running", jobs: { j51: "pending" } })).jobs["j51"]!.status).toBe("pending");
   });
 });
@@ -702,10 +727,12 @@ describe("retention", () => {
     expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE flow_id = $1", [done.flow.id])).rows[0].n).toBe(2);
     expect(await deleteFinishedFlows(db.pool, { olderThanMs: 86_400_000, batchSize: 100 })).toBe(1);
     expect(await getFlow(db.pool, done.flow.id)).toBeNull();
-    for (const table of ["jobs WHERE flow_id = $1", "job_dependencies WHERE dependent_id = ANY (SELECT id FROM picket.jobs WHERE flow_id = $1)"]) {
-      expect((await db.pool.query(`SELECT count(*)::int AS n FROM picket.${table}`, [done.flow.id])).rows[0].n).toBe(0);
-    }
-    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.job_waits WHERE job_id = ANY ($1::bigint[])", [[done.jobs["b"]!.id]])).rows[0].n).toBe(0);
+    const ids = Object.values(done.jobs).map((j) => j.id);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE flow_id = $1 OR id = ANY ($2::bigint[])", [done.flow.id, ids])).rows[0].n).toBe(0);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.job_dependencies WHERE dependent_id = ANY ($1::bigint[]) OR dependency_id = ANY ($1::bigint[])", [ids])).rows[0].n).toBe(0);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.job_waits WHERE job_id = ANY ($1::bigint[])", [ids])).rows[0].n).toBe(0);
+    // The failed flow's rows are all still there.
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.job_dependencies WHERE dependent_id = $1", [failed.jobs["b"]!.id])).rows[0].n).toBe(1);
     expect(await getFlow(db.pool, failed.flow.id)).not.toBeNull();
     expect(await getFlow(db.pool, running.flow.id)).not.toBeNull();
     expect((await listFlows(db.pool, { status: "failed" })).map((f) => f.id)).toContain(failed.flow.id);
