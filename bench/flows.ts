@@ -1,13 +1,17 @@
 // Flows: what a dependency costs. The same 10,000 no-op jobs drained by one worker in this process,
-// three ways, each on a fresh database: independent (enqueueJobs), as one flow's fan-out between a
+// four ways, each on a fresh database: independent (enqueueJobs), as one flow's fan-out between a
 // start and a fan-in (enqueueFlow: 10,000 edges into the fan-in, one out of the start into each),
-// and as 100 chains of 100 (9,900 edges, one into each job but the first). Per job, and per edge:
+// as a fan-in alone (10,000 children, then their parent: the one shape BullMQ's flows, trees,
+// share; BullMQ 6 on its PostgreSQL backend runs it too, bench/peers/flow-bullmq.ts, in its own
+// process), and as 100 chains of 100 (9,900 edges, one into each job but the first). Per job, and per edge:
 // the enqueue's time and statements, the drain's jobs/s, worker CPU, PostgreSQL CPU, statements,
 // WAL bytes (bench/lib/costs.ts), and the row writes the flow trigger made (job_waits updates; the
 // fan-in's own row is written once, when it becomes ready). One PostgreSQL for all: the embedded
 // server with pg_stat_statements, or DATABASE_URL's.
 // Usage: node bench/flows.ts [--jobs 10000] [--runs 3]
-import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import pg from "pg";
@@ -23,10 +27,16 @@ const server = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgre
 if (server) process.env.BENCH_POSTMASTER_PID = readFileSync(path.join(server.dataDir, "postmaster.pid"), "utf8").split("\n")[0]!;
 const adminUrl = process.env.DATABASE_URL ?? server!.url;
 
-type Shape = "independent" | "fan" | "chains";
-const shapes: Shape[] = ["independent", "fan", "chains"];
+type Shape = "independent" | "fan" | "fan-in" | "chains" | "bullmq fan-in";
+const shapes: Shape[] = ["independent", "fan", "fan-in", "chains", "bullmq fan-in"];
+const peers = fileURLToPath(new URL("./peers/", import.meta.url));
+if (!existsSync(`${peers}node_modules/bullmq`)) execFileSync("npm", ["install", "--no-audit", "--no-fund", "--prefix", peers], { stdio: "inherit" });
 
-const flowOf = (shape: Exclude<Shape, "independent">): FlowJobSpec[][] => {
+const flowOf = (shape: "fan" | "fan-in" | "chains"): FlowJobSpec[][] => {
+  if (shape === "fan-in") {
+    const leaves = Array.from({ length: n }, (_, i): FlowJobSpec => ({ name: `leaf-${i}`, type: "noop" }));
+    return [[...leaves, { name: "sink", type: "noop", dependsOn: leaves.map((l) => l.name) }]];
+  }
   if (shape === "fan") {
     const leaves = Array.from({ length: n }, (_, i): FlowJobSpec => ({ name: `leaf-${i}`, type: "noop", dependsOn: ["start"] }));
     return [[{ name: "start", type: "noop" }, ...leaves, { name: "sink", type: "noop", dependsOn: leaves.map((l) => l.name) }]];
@@ -34,7 +44,18 @@ const flowOf = (shape: Exclude<Shape, "independent">): FlowJobSpec[][] => {
   return Array.from({ length: n / 100 }, () => Array.from({ length: 100 }, (_, i): FlowJobSpec => ({ name: `s${i}`, type: "noop", dependsOn: i === 0 ? [] : [`s${i - 1}`] })));
 };
 
+/** BullMQ's run, in a process of its own (its worker's CPU is that process's). */
+const bullmq = async () => {
+  const fresh = await createFreshDatabase(adminUrl, "bench_flows");
+  const out = execFileSync(process.execPath, [`${peers}flow-bullmq.ts`, "--url", fresh.url, "--jobs", String(n)], { encoding: "utf8", env: process.env, stdio: ["ignore", "pipe", "inherit"] });
+  await fresh.drop();
+  const line = out.split("\n").find((l) => l.startsWith("BENCH_RESULT "))!;
+  const r = JSON.parse(line.slice("BENCH_RESULT ".length));
+  return { shape: "bullmq fan-in" as Shape, jobs: r.jobs as number, edges: n, enqueueMs: r.enqueueMs as number, enqueueStatements: Number.NaN, ...r };
+};
+
 const once = async (shape: Shape) => {
+  if (shape === "bullmq fan-in") return bullmq();
   const fresh = await createFreshDatabase(adminUrl, "bench_flows");
   const pool = new pg.Pool({ connectionString: fresh.url, max: 4 });
   await migrate(pool);
@@ -99,7 +120,7 @@ const lines = [
   "",
   "| shape | PostgreSQL CPU µs/edge | WAL bytes/edge | worker CPU µs/edge |",
   "| --- | --- | --- | --- |",
-  ...(["fan", "chains"] as const).map((s) => {
+  ...(["fan", "fan-in", "chains"] as const).map((s) => {
     const perEdge = (key: keyof Result) => ((med(s, key) - base(key)) * med(s, "jobs")) / med(s, "edges");
     return `| ${s} | ${fmt(perEdge("pgCpuUsPerJob"))} | ${fmt(perEdge("walBytesPerJob"), 0)} | ${fmt(perEdge("workerCpuUsPerJob"))} |`;
   }),
