@@ -230,6 +230,44 @@ describe("a handler that goes on after its children were refused", () => {
   });
 });
 
+describe("children added while a child's completion holds the parent's count", () => {
+  it("a deadlock PostgreSQL breaks on the children's statement is tried again, twice at most", async () => {
+    // The deadlock itself (the children's statement holds the parent's row and waits for its
+    // count; a child's completion holds the count and waits for the row) was reproduced in review
+    // with a session holding a row to fix the order; here PostgreSQL's answer to it, 40P01, is
+    // given to the first statements that add children, and the rest run on the real server.
+    let deadlocks = 0;
+    const failFirst = (times: number) => ({
+      query: (config: { text?: string }, ...rest: unknown[]) => {
+        if (typeof config?.text === "string" && config.text.includes("parent_waits") && deadlocks < times) {
+          deadlocks++;
+          return Promise.reject(Object.assign(new Error("deadlock detected"), { code: "40P01" }));
+        }
+        return (db.pool.query as (...a: unknown[]) => unknown)(config, ...rest);
+      },
+    });
+    const seen: string[] = [];
+    const parent = defineTask({
+      name: "i7.parent",
+      handler: async (_p, ctx) => {
+        const added = await ctx.enqueueChildren([{ type: "i7.child" }]).then(
+          (jobs) => `added ${jobs.length}`,
+          (error: { code?: string }) => `failed ${error.code}`,
+        );
+        seen.push(added);
+        return added;
+      },
+    });
+    await enqueueJob(db.pool, { type: "i7.parent" });
+    await runUntilIdle({ db: failFirst(2) as never, tasks: [parent] });
+    expect([seen, deadlocks]).toEqual([["added 1"], 2]);
+    deadlocks = 0;
+    await enqueueJob(db.pool, { type: "i7.parent" });
+    await runUntilIdle({ db: failFirst(3) as never, tasks: [parent] });
+    expect([seen.at(-1), deadlocks]).toEqual(["failed 40P01", 3]);
+  });
+});
+
 describe("reading flows", () => {
   it("lists the newest first, by status, a page before an id, within bounds", async () => {
     const made = [];

@@ -17,7 +17,9 @@ const report = (action: string, id: string, result: AdminResult, wanted: string)
       : result.outcome === "key_taken"
         ? `job ${id} cannot be ${action}: its key ${JSON.stringify(result.key)} is held by job ${result.heldBy}, which is ${result.heldByStatus}. ` +
           `Let that job finish (or cancel it: picket jobs cancel ${result.heldBy}), then retry this one.`
-        : `job ${id} is ${result.status}; only ${wanted} jobs can be ${action}`,
+        : result.outcome === "in_flow"
+          ? `job ${id} is part of flow ${result.flowId}: a flow's jobs are deleted with their flow (by retention once it has finished), not alone`
+          : `job ${id} is ${result.status}; only ${wanted} jobs can be ${action}`,
   );
 };
 

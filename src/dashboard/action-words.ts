@@ -34,6 +34,8 @@ export const jobActionMessage = (action: AdminAction, id: string, result: AdminR
       return `job ${id} no longer exists (workers delete completed jobs unless they keep them, and retention removes old ones): nothing was done`;
     case "wrong_status":
       return `job ${id} is ${STATUS_WORDS[result.status] ?? result.status}, so nothing was done: ${ONLY[action]}`;
+    case "in_flow":
+      return `job ${id} is part of flow ${result.flowId}, so nothing was done: a flow's jobs are deleted with their flow, by retention once it has finished`;
     case "key_taken":
       return `job ${id} cannot run again yet: its key ${JSON.stringify(result.key)} is held by job ${result.heldBy}, which is ${STATUS_WORDS[result.heldByStatus] ?? result.heldByStatus}. Let that job finish (or cancel it), then retry this one`;
   }

@@ -12,7 +12,9 @@ export type AdminResult =
   | { outcome: "not_found" }
   | { outcome: "wrong_status"; status: JobStatus }
   /** Retrying would make a second live job with the key: `heldBy` is the live job that has it. */
-  | { outcome: "key_taken"; key: string; heldBy: JobId; heldByStatus: JobStatus };
+  | { outcome: "key_taken"; key: string; heldBy: JobId; heldByStatus: JobStatus }
+  /** A flow's job is deleted with its flow (retention), never alone: its dependents read it, and the flow counts it. */
+  | { outcome: "in_flow"; flowId: JobId };
 
 /** Options of an admin action: the statement's, and who asked (recorded in the job's history). */
 export type AdminOptions = StatementOptions & { by?: string };
@@ -70,11 +72,12 @@ const runNowSql = perSchema(
 
 // Delete takes only a finished job (its steps go with it, ON DELETE CASCADE): a live job is
 // cancelled first, so that its worker is told and its history says so. Who asked is not stored:
-// the row is gone; the caller logs it.
+// the row is gone; the caller logs it. A flow's job goes only with its flow (a dependent waiting
+// on it over a "wait" edge would wait for good; the flow would count a job that is gone).
 const deleteFinishedSql = perSchema(
   (schema) => `
   DELETE FROM ${schema}.jobs AS j
-  WHERE j.id = ANY ($1::bigint[]) AND j.status IN ('completed', 'dead', 'cancelled')
+  WHERE j.id = ANY ($1::bigint[]) AND j.status IN ('completed', 'dead', 'cancelled') AND j.flow_id IS NULL
   RETURNING ${jobColumns("j")}`,
 );
 
@@ -133,7 +136,9 @@ const adminWrite = ({ sql, recordsWho }: (typeof ADMIN_STATEMENTS)[AdminAction])
     }
     if (rows[0] !== undefined) return { outcome: "applied", job: withReadableHistory(rows[0]) };
     const current = await getJob(db, jobId, options);
-    return current === null ? { outcome: "not_found" } : { outcome: "wrong_status", status: current.status };
+    if (current === null) return { outcome: "not_found" };
+    if (sql === deleteFinishedSql && current.flowId !== null) return { outcome: "in_flow", flowId: current.flowId };
+    return { outcome: "wrong_status", status: current.status };
   };
 
 /**

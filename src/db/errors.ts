@@ -138,6 +138,9 @@ export const isPreparedStatementMismatch = (error: unknown): boolean => {
 /** 23505: a unique index refused the row (for picket's tables: a live job holds the dedupe key). */
 export const isUniqueViolation = (error: unknown): boolean => asPgError(error).code === "23505";
 
+/** PostgreSQL chose this statement to break a deadlock: it was rolled back whole, and may be tried again. */
+export const isDeadlock = (error: unknown): boolean => asPgError(error).code === "40P01";
+
 /** 08P01 with PgBouncer's wording: the server refused a startup parameter picket sent. */
 export const isUnsupportedStartupParameter = (error: unknown): boolean =>
   /unsupported startup parameter/i.test(asPgError(error).message ?? "");

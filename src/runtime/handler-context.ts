@@ -7,6 +7,7 @@ import {
   ClaimLostError,
   enqueueChildren,
   getJob,
+  isDeadlock,
   jobDependencies,
   reportProgress,
   type ChildJobSpec,
@@ -80,7 +81,16 @@ export class JobContext implements HandlerContext {
   async enqueueChildren(children: readonly ChildJobSpec[], options: { onFailure?: DependencyFailurePolicy } = {}): ReturnType<HandlerContext["enqueueChildren"]> {
     const { deps, claimed: job } = this;
     try {
-      return await enqueueChildren(deps.db, { id: job.id, token: job.claimToken, type: job.type }, children, { ...deps.statements, onFailure: options.onFailure });
+      // A deadlock with a child's completion (each waits for the other's row: the parent's, the
+      // parent's count) rolls the statement back whole: tried again, a few times, before the
+      // handler hears of it.
+      for (let tries = 1; ; tries++) {
+        try {
+          return await enqueueChildren(deps.db, { id: job.id, token: job.claimToken, type: job.type }, children, { ...deps.statements, onFailure: options.onFailure });
+        } catch (error) {
+          if (tries === 3 || !isDeadlock(error)) throw error;
+        }
+      }
     } catch (error) {
       if (error instanceof ClaimLostError) {
         // Lost to a cancel (the row cancelled under this claim) or to another claim: the run stops either way.

@@ -101,12 +101,14 @@ DECLARE
   m_id bigint[]; m_flow bigint[]; m_was text[]; m_now text[]; m_node text[];
   -- The edges out of the rows that ended, as resolved here.
   e_dependent bigint[]; e_policy text[]; e_resolved text[]; e_dependency bigint[]; e_node text[];
-  -- Jobs that wait or go again (step 1); jobs a failure cancels, with why (step 3); jobs ready.
+  -- Jobs that wait or go again (step 1); jobs a failure cancels, with why (steps 1 and 3); jobs ready.
   flipped bigint[];
   d_id bigint[]; d_cause text[];
   readied bigint[];
   ready text;
   told bigint;
+  -- Whether this statement's moves were counted in their flows already (step 1's cancel).
+  counted boolean := false;
 BEGIN
   PERFORM 1 FROM changed_after AS a WHERE a.flow_id IS NOT NULL LIMIT 1;
   IF NOT FOUND THEN
@@ -135,6 +137,33 @@ BEGIN
   -- an operator's retry) and waits for them instead; a parked job whose children all resolved
   -- meanwhile goes at once. (Counts read without a lock: a child that resolves after this read
   -- locks the row, finds it waiting, and readies it, below.)
+  -- A dead job an operator retried whose own dependency has failed over a 'fail' edge (or been
+  -- cancelled over 'fail' or 'wait'): a parent that died before its child did, so the cascade
+  -- passed it by. It could never go: it is cancelled, as the cascade would have cancelled it.
+  SELECT array_agg(b.id), array_agg(b.cause) INTO d_id, d_cause
+  FROM (
+    SELECT m.id, min(format('dependency %s (job %s) ended %s', d.flow_node, e.dependency_id, e.resolved)) AS cause
+    FROM unnest(m_id, m_was, m_now) AS m(id, was, now)
+    JOIN {{schema}}.job_dependencies AS e ON e.dependent_id = m.id
+    JOIN {{schema}}.jobs AS d ON d.id = e.dependency_id
+    WHERE m.was = 'dead' AND m.now = 'pending'
+      AND ((e.resolved = 'dead' AND e.on_failure = 'fail') OR (e.resolved = 'cancelled' AND e.on_failure IN ('fail', 'wait')))
+    GROUP BY m.id
+  ) AS b;
+  IF d_id IS NOT NULL THEN
+    -- This statement's moves are counted first: the cancel's own run of the trigger takes the job
+    -- off the flow's live count, which must have counted it back on. (An operator's retry only.)
+    PERFORM {{schema}}.flow_count(m_flow, m_was, m_now);
+    counted := true;
+    UPDATE {{schema}}.jobs AS j
+    SET status = 'cancelled', finished_at = now(), lock_until = NULL, last_error = left('cancelled: ' || d.cause, 2000),
+        errors = {{schema}}.append_error(j.errors, jsonb_build_object(
+          'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'operator', 'cancel', 'by', left('flow: ' || d.cause, 200)), 10),
+        updated_at = now()
+    FROM unnest(d_id, d_cause) AS d(id, cause)
+    WHERE j.id = d.id AND j.status = 'pending';
+  END IF;
+
   SELECT array_agg(m.id) INTO flipped
   FROM unnest(m_id, m_was, m_now) AS m(id, was, now)
   WHERE (m.now = 'waiting' AND m.was = 'processing'
@@ -160,7 +189,9 @@ BEGIN
   SELECT array_agg(r.dependent_id), array_agg(r.on_failure), array_agg(r.resolved), array_agg(r.dependency_id), array_agg(r.node)
   INTO e_dependent, e_policy, e_resolved, e_dependency, e_node FROM resolved AS r;
   IF e_dependent IS NULL THEN
-    PERFORM {{schema}}.flow_count(m_flow, m_was, m_now);
+    IF NOT counted THEN
+      PERFORM {{schema}}.flow_count(m_flow, m_was, m_now);
+    END IF;
     RETURN NULL;
   END IF;
 
@@ -235,7 +266,9 @@ BEGIN
     END IF;
   END IF;
 
-  PERFORM {{schema}}.flow_count(m_flow, m_was, m_now);
+  IF NOT counted THEN
+    PERFORM {{schema}}.flow_count(m_flow, m_was, m_now);
+  END IF;
   RETURN NULL;
 END
 $$;
