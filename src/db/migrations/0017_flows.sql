@@ -91,8 +91,15 @@ CREATE TABLE {{schema}}.job_waits (
 -- returns after one scan of the changed rows, finding none.
 --
 -- Locks, each set in id order: the rows a failure cancels, the dependents' counts, the rows those
--- counts ready, the flows. Statements that finish dependencies lock counts before rows, so two of
--- them never deadlock over a fan-in; the fenced writes lock job rows without waiting (SKIP LOCKED).
+-- counts ready, the flows. Statements that finish dependencies of one fan-in lock its count before
+-- its row, and the fenced writes lock job rows without waiting (SKIP LOCKED). Some orders still
+-- cross (a cancel's own run of this trigger locks flows before the outer run locks counts; two
+-- batches may ready each other's processing parents): PostgreSQL breaks such a deadlock and the
+-- statement is tried again (docs/architecture.md, "Flows").
+--
+-- Steps: 1 a retried job that can never go is cancelled, and jobs wait or go by their counts;
+-- 2 the edges out of jobs that ended are resolved; 3 what a failure dooms is cancelled; 4 counts
+-- go down and jobs at zero go; 5 the flows' counts move.
 CREATE FUNCTION {{schema}}.flow_advance() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
