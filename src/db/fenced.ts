@@ -40,8 +40,8 @@ const ID = /^[1-9][0-9]{0,18}$/;
 /**
  * The write itself, as the CTEs that end in one named `written`, returning (id, status) of
  * each row written: `where(locked)` picks the rows of the live claims whose locked row (`c`, with
- * `c.kept`: the row holds a dedupe key or is in a flow; `c.waits`: a flow's job whose children,
- * added by this run, have not all resolved) matches `locked`, the fence included; `returning` is
+ * `c.kept`: the row holds a dedupe key or is in a flow; `c.waits`: a flow's job with dependencies
+ * unresolved, or whose children this very claim added) matches `locked`, the fence included; `returning` is
  * the id, and `col(name)` reads the claim's own value of a column.
  */
 type Write = (parts: { schema: string; col: (name: string) => string; where: (locked?: string) => string; returning: string }) => string;
@@ -102,15 +102,16 @@ const fencedWrite = <T extends Claim>(
   WITH c AS (
     SELECT c.id, c.token, l.id IS NOT NULL AS locked, coalesce(${fence("l", "c.token")}, false) AS live,
            l.status AS row_status, l.claim_token AS row_token, (l.key IS NOT NULL OR l.flow_id IS NOT NULL) AS kept,
-           coalesce(w.remaining > 0, false) AS waits
+           coalesce(w.remaining > 0 OR w.added_by = c.token, false) AS waits
     FROM (SELECT c.id, ${tokenOf("c")} AS token FROM unnest($1::bigint[]) AS c(id)) AS c
     LEFT JOIN LATERAL (
       SELECT l.id, l.status, l.claim_token, l.key, l.flow_id FROM ${schema}.jobs AS l WHERE l.id = c.id FOR UPDATE SKIP LOCKED
     ) AS l ON true
-    -- A flow's job: the count of its dependencies not yet resolved, probed by primary key (LIMIT
-    -- keeps it a probe per row: as EXISTS, a generic plan hashed the whole table). None for others.
+    -- A flow's job: the count of its dependencies not yet resolved and the claim that last added
+    -- children, probed by primary key (LIMIT keeps it a probe per row: as EXISTS, a generic plan
+    -- hashed the whole table). None for others.
     LEFT JOIN LATERAL (
-      SELECT w.remaining FROM ${schema}.job_waits AS w WHERE w.job_id = l.id AND l.flow_id IS NOT NULL LIMIT 1
+      SELECT w.remaining, w.added_by FROM ${schema}.job_waits AS w WHERE w.job_id = l.id AND l.flow_id IS NOT NULL LIMIT 1
     ) AS w ON true
   ), ${write({
     schema,
@@ -207,9 +208,9 @@ const completedSet = (col: (name: string) => string) =>
   `status = 'completed', result = ${col("result")}, finished_at = now(), lock_until = NULL, updated_at = now()`;
 
 /**
- * A flow's job whose run added children it now waits for (`c.waits`): it goes back to waiting, its
- * result kept, the claim cleared and the attempt not charged (the run did not fail), and runs again
- * once they resolve (the flow trigger readies it: migration 0017).
+ * A flow's job whose run added children (`c.waits`): it goes back to waiting, its result kept, the
+ * claim cleared and the attempt not charged (the run did not fail), and runs again once they
+ * resolve, at once if they already have (the flow trigger readies it: migration 0017).
  */
 const parked = ({ schema, col, where, returning }: Parameters<Write>[0]) =>
   `parked AS (UPDATE ${schema}.jobs AS j SET status = 'waiting', result = ${col("result")}, attempts = greatest(j.attempts - 1, 0), ` +

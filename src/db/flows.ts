@@ -302,7 +302,9 @@ export const enqueueFlow = async (db: Queryable, spec: FlowSpec, options: Statem
 // row is locked (shared: its worker's own writes then wait for this one, and a reclaim or cancel
 // that committed first is seen); nothing is written unless the fence holds. A parent in no flow
 // starts one named after it ($14, its task): it and its children. Each child is a dependency of the
-// parent, whose completion then parks it until they resolve; the flow's counts grow by the children.
+// parent; the count records this claim as the one that added them, so this run's completion parks
+// the parent whatever the children have done by then, and it runs again once they resolve. The
+// flow's counts grow by the children.
 const enqueueChildrenSql = perSchema(
   (schema) => `
   WITH parent AS (
@@ -321,8 +323,8 @@ const enqueueChildrenSql = perSchema(
     INSERT INTO ${schema}.job_dependencies (dependency_id, dependent_id, on_failure)
     SELECT c.id, $16::bigint, $15::text FROM inserted AS c
   ), parent_waits AS (
-    INSERT INTO ${schema}.job_waits AS w (job_id, remaining) SELECT $16::bigint, $13::int FROM parent
-    ON CONFLICT (job_id) DO UPDATE SET remaining = w.remaining + excluded.remaining
+    INSERT INTO ${schema}.job_waits AS w (job_id, remaining, added_by) SELECT $16::bigint, $13::int, $17::uuid FROM parent
+    ON CONFLICT (job_id) DO UPDATE SET remaining = w.remaining + excluded.remaining, added_by = excluded.added_by
   )
   SELECT * FROM inserted`,
 );

@@ -81,9 +81,12 @@ CREATE INDEX job_dependencies_dependent_idx ON {{schema}}.job_dependencies (depe
 -- How many of a waiting job's dependencies have not resolved yet. Its own narrow table: a fan-in's
 -- count moves once per finishing dependency, and these updates stay small (HOT, no index of the
 -- jobs table touched); the job row itself is written once, when the count reaches zero.
+-- added_by: the claim whose run last added children to the job; that run's completion parks the
+-- job (it runs again once they resolve, even when they resolved before the run ended).
 CREATE TABLE {{schema}}.job_waits (
   job_id    bigint  PRIMARY KEY,
-  remaining integer NOT NULL CHECK (remaining >= 0)
+  remaining integer NOT NULL CHECK (remaining >= 0),
+  added_by  uuid
 );
 
 -- Runs once per UPDATE statement on jobs, after it, with the rows it changed. Only rows of flows
