@@ -451,6 +451,19 @@ describe("children", () => {
     expect(await getFlow(db.pool, flow.id)).toMatchObject({ status: "completed", live: 0 });
   });
 
+  it("a flow's job that had dependencies, adding children that finish before its run ends, still runs again", async () => {
+    const { jobs } = await enqueueFlow(db.pool, { name: "deps-then-children", jobs: [{ name: "first", type: "k9.first" }, { name: "p", type: "k9.parent", dependsOn: ["first"] }] });
+    const [first] = await claimAll("k9.first");
+    await completeJobs(db.pool, [{ id: first!.id, token: first!.claimToken }]);
+    const [claim] = await claimAll("k9.parent");
+    expect(claim!.id).toBe(jobs["p"]!.id);
+    await enqueueChildren(db.pool, { id: claim!.id, token: claim!.claimToken, type: "k9.parent" }, [{ name: "x", type: "k9.child" }]);
+    const [kid] = await claimAll("k9.child");
+    await completeJobs(db.pool, [{ id: kid!.id, token: kid!.claimToken }]);
+    expect(await completeJobs(db.pool, [{ id: claim!.id, token: claim!.claimToken }])).toEqual([{ id: claim!.id, outcome: "applied", status: "waiting" }]);
+    expect(await statusOf(claim!.id)).toBe("pending");
+  });
+
   it("a job parked while none of its dependencies is unresolved goes pending in the same statement", async () => {
     // The completion parks a parent whose count it read above zero; a child's completion that
     // committed meanwhile brought it to zero. The trigger reads the count again: the parent goes.
