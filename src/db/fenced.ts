@@ -78,6 +78,12 @@ const errorText = (error: unknown): string => {
  * cancelled when it was cancelled under this claim: the lock returns the row's newest version, so
  * a cancel that committed while the statement ran is seen (cancelJob keeps the token on the row).
  *
+ * A flow's job also reads its count in `job_waits` (its dependencies not yet resolved, and the claim
+ * that last added children) by a LATERAL probe of that table's primary key: LIMIT keeps it a probe
+ * per row (as EXISTS, a generic plan hashed the whole table); none for a job in no flow. (Comments
+ * stay out of the statement's text: pg_stat_activity shows its first 1,024 bytes, and an operator,
+ * or a test, reads which write is waiting from them.)
+ *
  * Invariant 14: no plan of it depends on statistics. Each claim's row is locked through a LATERAL
  * probe of the primary key ($1, the ids, in order); the write reaches its rows by `id = ANY` on the
  * primary key; nothing joins the written table to the batch (a generic plan did, with a hash join
@@ -107,9 +113,6 @@ const fencedWrite = <T extends Claim>(
     LEFT JOIN LATERAL (
       SELECT l.id, l.status, l.claim_token, l.key, l.flow_id FROM ${schema}.jobs AS l WHERE l.id = c.id FOR UPDATE SKIP LOCKED
     ) AS l ON true
-    -- A flow's job: the count of its dependencies not yet resolved and the claim that last added
-    -- children, probed by primary key (LIMIT keeps it a probe per row: as EXISTS, a generic plan
-    -- hashed the whole table). None for others.
     LEFT JOIN LATERAL (
       SELECT w.remaining, w.added_by FROM ${schema}.job_waits AS w WHERE w.job_id = l.id AND l.flow_id IS NOT NULL LIMIT 1
     ) AS w ON true
@@ -241,8 +244,8 @@ const completeDeleting = fencedWrite<Claim & { result?: unknown }>(
   "complete_delete",
   [{ name: "result", sqlType: "jsonb", value: (item) => item.result as string | null }],
   (parts) => `
-  removed AS (DELETE FROM ${parts.schema}.jobs AS j WHERE ${parts.where("NOT c.kept")} RETURNING ${parts.returning}, 'completed'::text AS status),
   kept AS (UPDATE ${parts.schema}.jobs AS j SET ${completedSet(parts.col)} WHERE ${parts.where("c.kept AND NOT c.waits")} RETURNING ${parts.returning}, j.status),
+  removed AS (DELETE FROM ${parts.schema}.jobs AS j WHERE ${parts.where("NOT c.kept")} RETURNING ${parts.returning}, 'completed'::text AS status),
   ${parked(parts)},
   written AS (SELECT * FROM removed UNION ALL SELECT * FROM kept UNION ALL SELECT * FROM parked)`,
   withJson("result", "job's result"),
