@@ -11,7 +11,7 @@ import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
 import { unstorableText } from "./storable-json.ts";
-import { cancelFlowSql } from "./admin.ts";
+import { cancelFlowSql, isJobId } from "./admin.ts";
 
 /**
  * What a dependency's failure (it ended dead, or cancelled) does to the job that depends on it:
@@ -403,7 +403,7 @@ export const getFlow = async (db: Queryable, id: JobId | number, options: Statem
 
 const checkFlowId = (id: JobId | number): string => {
   const text = String(id);
-  if (!/^[1-9][0-9]{0,18}$/.test(text)) throw new RangeError(`picket: flow id must be a positive integer (got ${JSON.stringify(text)}).`);
+  if (!isJobId(text)) throw new RangeError(`picket: flow id must be a positive integer (got ${JSON.stringify(text)}).`);
   return text;
 };
 
