@@ -40,7 +40,7 @@ const ID = /^[1-9][0-9]{0,18}$/;
 /**
  * The write itself, as the CTEs that end in one named `written`, returning (id, status) of
  * each row written: `where(locked)` picks the rows of the live claims whose locked row (`c`, with
- * `c.kept`: the row holds a dedupe key or is in a flow; `c.waits`: a flow's job with dependencies
+ * `c.kept`: the row holds a dedupe key, is in a flow or is a workflow's task; `c.waits`: a flow's job with dependencies
  * unresolved, or whose children this very claim added) matches `locked`, the fence included; `returning` is
  * the id, and `col(name)` reads the claim's own value of a column.
  */
@@ -107,11 +107,11 @@ const fencedWrite = <T extends Claim>(
     (schema) => `
   WITH c AS (
     SELECT c.id, c.token, l.id IS NOT NULL AS locked, coalesce(${fence("l", "c.token")}, false) AS live,
-           l.status AS row_status, l.claim_token AS row_token, (l.key IS NOT NULL OR l.flow_id IS NOT NULL) AS kept,
+           l.status AS row_status, l.claim_token AS row_token, (l.key IS NOT NULL OR l.flow_id IS NOT NULL OR l.workflow_id IS NOT NULL) AS kept,
            coalesce(w.remaining > 0 OR w.added_by = c.token, false) AS waits
     FROM (SELECT c.id, ${tokenOf("c")} AS token FROM unnest($1::bigint[]) AS c(id)) AS c
     LEFT JOIN LATERAL (
-      SELECT l.id, l.status, l.claim_token, l.key, l.flow_id FROM ${schema}.jobs AS l WHERE l.id = c.id FOR UPDATE SKIP LOCKED
+      SELECT l.id, l.status, l.claim_token, l.key, l.flow_id, l.workflow_id FROM ${schema}.jobs AS l WHERE l.id = c.id FOR UPDATE SKIP LOCKED
     ) AS l ON true
     LEFT JOIN LATERAL (
       SELECT w.remaining, w.added_by FROM ${schema}.job_waits AS w WHERE w.job_id = l.id AND l.flow_id IS NOT NULL LIMIT 1

@@ -6,6 +6,7 @@ import { checkQueueName, checkSchemaName, DEFAULT_SCHEDULE_GRACE_MS, DEFAULT_SCH
 import type { Inspector } from "./inspection.ts";
 import type { Logger } from "./logger.ts";
 import type { Task } from "./task.ts";
+import type { WorkflowDefinition } from "../workflows/definition.ts";
 import type { MetricsOptions } from "./metrics.ts";
 
 /** How long running jobs may finish after a stop, unless drainTimeoutMs says otherwise. */
@@ -14,6 +15,11 @@ export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
 export interface SupervisorOptions {
   /** Tasks this worker runs; it claims only their types. */
   tasks: readonly Task<any, any>[];
+  /**
+   * Workflows (defineWorkflow) whose events this worker applies. Their tasks run wherever those
+   * tasks are given; give every worker that applies workflow events all of the workflows.
+   */
+  workflows?: readonly WorkflowDefinition[];
   /** A connection string, or `pool`. */
   connectionString?: string;
   /** Your own pool; picket will not end it. */

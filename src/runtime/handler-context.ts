@@ -32,6 +32,13 @@ export interface HandlerContextDeps extends StepDeps {
   leaseConfirmed: (job: ClaimedJob, sentAt: number) => void;
 }
 
+/** The claim a run holds, read by picket's own tasks that write under it (the workflow applier). */
+export const claimOfRun = (ctx: HandlerContext): { id: ClaimedJob["id"]; token: string } => {
+  const job = (ctx as unknown as { claimed?: ClaimedJob }).claimed;
+  if (job === undefined) throw new Error("picket: claimOfRun takes the context a worker gave a handler.");
+  return { id: job.id, token: job.claimToken };
+};
+
 export class JobContext implements HandlerContext {
   private info: JobInfo | undefined;
   private jobLog: Logger | undefined;

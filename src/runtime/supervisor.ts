@@ -38,6 +38,8 @@ import { Claimer } from "./claimer.ts";
 import { JobTally } from "./job-tally.ts";
 import { createJobRuntime, type JobRuntime } from "./job-runtime.ts";
 import { inspectorFor, parentFor } from "./inspection.ts";
+import { applierTask, workflowRegistry, type ApplierDeps, type WorkflowRegistry } from "../workflows/applier.ts";
+import { registerWorkflowMachines } from "../db/workflows.ts";
 import { LeaseWatch, leaseMarginMs, localDeadline } from "./lease-watch.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { WorkerMetrics } from "./metrics.ts";
@@ -138,12 +140,17 @@ export class Supervisor {
   private databaseProbe: Promise<string | null> | undefined;
   /** The claim: fast and slow, what is due of the slow one, and claims whose reply never came. */
   private readonly claimer: Claimer;
+  /** The workflows this worker applies events of, when given any. */
+  private readonly workflows: WorkflowRegistry | undefined;
 
   constructor(options: SupervisorOptions) {
-    this.config = resolveConfig(options);
+    // Workflows run as one more task: the applier of their events.
+    this.workflows = workflowRegistry(options);
+    const tasks = this.workflows ? [...(options.tasks ?? []), applierTask(this.workflows, () => this.applierDeps())] : options.tasks;
+    this.config = resolveConfig({ ...options, tasks });
     this.options = options;
     this.logger = (options.logger ?? createLogger()).child({ worker_id: this.config.workerId });
-    this.tasks = new Map(options.tasks.map((task) => [task.name, task as Task]));
+    this.tasks = new Map(tasks.map((task) => [task.name, task as Task]));
     // Every statement of this worker listens to its lifetime: no limit on listeners.
     setMaxListeners(Number.POSITIVE_INFINITY, this.lifetime.signal);
     this.statements = {
@@ -231,6 +238,7 @@ export class Supervisor {
     }));
     if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
     else await this.requireSchema();
+    if (this.workflows) await registerWorkflowMachines(this.pool, this.workflows.machines(), this.statements);
     const inspect = this.options.inspect && inspectorFor(this.options.inspect, this.config.logPayloads);
     let jobParent: AnyActorRef | undefined;
     const pool = this.pool;
@@ -301,6 +309,11 @@ export class Supervisor {
     this.stopStallWatch = watchEventLoop(STALL_TICK_MS, STALL_MIN_MS, (stalledMs) => this.held.reportStall(stalledMs, performance.now()));
     this.actor.start();
     this.logger.info({ tasks: [...this.tasks.keys()], concurrency: this.config.concurrency }, "worker started");
+  }
+
+  /** What the workflow applier uses of this worker, once started. */
+  private applierDeps(): ApplierDeps {
+    return { db: this.pool!, statements: this.statements, logger: this.logger };
   }
 
   /** Starts the health endpoint; when it cannot listen, start() fails with nothing left open. */

@@ -1,0 +1,520 @@
+// Workflows' SQL: starting an instance and sending it events (inside the caller's transaction), the
+// applier's read and its one fenced write per event, cancel, and what the console and the CLI read.
+// The tables are migration 0018's.
+import { InvalidJobError, PicketError } from "./errors.ts";
+import { isJobId } from "./admin.ts";
+import { fence } from "./fenced.ts";
+import { checkOperatorName, operatorSet } from "./job-history.ts";
+import { checkTaskName, MAX_KEY_LENGTH } from "./job-spec.ts";
+import type { JobId, JobStatus } from "./job-row.ts";
+import { CANCEL_PREFIX, notifyChannel } from "./notify.ts";
+import type { Queryable, StatementOptions } from "./queryable.ts";
+import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
+import { runStatement } from "./statement.ts";
+import { storableJson, unstorableText } from "./storable-json.ts";
+
+/** The task type of the jobs that apply workflow events (one per event, or per timer). */
+export const APPLIER_TASK = "picket.workflow";
+
+export type WorkflowStatus = "starting" | "running" | "done" | "failed" | "cancelled";
+export const WORKFLOW_STATUSES: readonly WorkflowStatus[] = ["starting", "running", "done", "failed", "cancelled"];
+
+export interface Workflow {
+  id: JobId;
+  name: string;
+  key: string | null;
+  version: string | null;
+  fingerprint: string | null;
+  status: WorkflowStatus;
+  /** XState's state value: "charging", or { payment: "charging", shipping: "waiting" }. */
+  state: unknown;
+  context: unknown;
+  /** Invocation id -> the job running it, for the tasks in flight. */
+  tasks: Record<string, JobId>;
+  seq: number;
+  output: unknown;
+  error: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  finishedAt: Date | null;
+}
+
+const workflowColumns = (w: string) => `
+  ${w}.id::text AS id, ${w}.name, ${w}.key, ${w}.version, ${w}.fingerprint, ${w}.status, ${w}.state,
+  ${w}.snapshot -> 'context' AS context, ${w}.tasks, ${w}.seq, ${w}.output, ${w}.error,
+  ${w}.created_at AS "createdAt", ${w}.updated_at AS "updatedAt", ${w}.finished_at AS "finishedAt"`;
+
+export class WorkflowNotFoundError extends PicketError {
+  override readonly name = "WorkflowNotFoundError";
+}
+
+const checkWorkflowId = (id: JobId | number): string => {
+  const text = String(id);
+  if (!isJobId(text)) throw new InvalidJobError(`picket: workflow id must be a positive integer; got ${JSON.stringify(id)}.`);
+  return text;
+};
+
+const checkKey = (key: unknown): string | null => {
+  if (key === undefined || key === null) return null;
+  if (typeof key !== "string" || key.length === 0 || key.length > MAX_KEY_LENGTH) {
+    throw new InvalidJobError(`picket: a workflow key must be a string of 1–${MAX_KEY_LENGTH} characters; got ${JSON.stringify(key)}.`);
+  }
+  const why = unstorableText(key);
+  if (why !== null) throw new InvalidJobError(`picket: the workflow key ${why}.`);
+  return key;
+};
+
+/** An event a caller sends: an object with a type, JSON-storable; xstate.* types are XState's own and refused. */
+const checkEvent = (event: unknown): string => {
+  if (typeof event !== "object" || event === null || Array.isArray(event) || typeof (event as { type?: unknown }).type !== "string") {
+    throw new InvalidJobError(`picket: a workflow event is an object with a string type, such as { type: "APPROVE" }; got ${JSON.stringify(event)}.`);
+  }
+  const type = (event as { type: string }).type;
+  if (type.length === 0 || type.startsWith("xstate.")) {
+    throw new InvalidJobError(`picket: event type ${JSON.stringify(type)} is not one a caller may send: "xstate.*" events come from the workflow's tasks and timers.`);
+  }
+  return storableJson(event, "workflow event")!;
+};
+
+// An instance, its start in its inbox, and the job that applies it: one statement. A key held by
+// an instance makes it a no-op; the holder is read back by the next statement.
+const startSql = perSchema(
+  (schema) => `
+  WITH created AS (
+    INSERT INTO ${schema}.workflows (name, key) VALUES ($1::text, $2::text)
+    ON CONFLICT (name, key) WHERE key IS NOT NULL DO NOTHING
+    RETURNING id
+  ), inbox AS (
+    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event)
+    SELECT c.id, 'start', jsonb_build_object('input', $3::jsonb) FROM created AS c
+  ), applier AS (
+    INSERT INTO ${schema}.jobs (type, payload) SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', c.id) FROM created AS c
+  )
+  SELECT id::text AS id FROM created`,
+);
+const byKeySql = perSchema((schema) => `SELECT id::text AS id FROM ${schema}.workflows WHERE name = $1::text AND key = $2::text`);
+
+export interface StartedWorkflow {
+  id: JobId;
+  /** false: an instance with this key existed, and is returned. */
+  created: boolean;
+}
+
+/**
+ * Starts an instance of workflow `name` with `input` (its machine's input), in the caller's
+ * transaction when `db` is a client inside one. A worker that runs the workflow applies the start:
+ * the instance pins the version that worker runs. With a `key`, at most one instance of the name
+ * holds it, as long as the instance is kept: a second start returns the first.
+ */
+export const startWorkflow = async (
+  db: Queryable,
+  workflow: string | { name: string },
+  input?: unknown,
+  options: StatementOptions & { key?: string } = {},
+): Promise<StartedWorkflow> => {
+  const name = checkTaskName(typeof workflow === "string" ? workflow : workflow?.name, "workflow");
+  const key = checkKey(options.key);
+  const json = storableJson(input ?? null, "workflow input");
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const { rows } = await runStatement<{ id: JobId }>(db, { text: startSql(schema), values: [name, key, json] }, options);
+  if (rows[0] !== undefined) return { id: rows[0].id, created: true };
+  const held = await runStatement<{ id: JobId }>(db, { text: byKeySql(schema), values: [name, key] }, options);
+  if (held.rows[0] === undefined) {
+    throw new PicketError(`picket: workflow "${name}" with key ${JSON.stringify(key)} was not started because another instance holds the key, and it could not be read back; retry the transaction.`);
+  }
+  return { id: held.rows[0].id, created: false };
+};
+
+// The event goes to the inbox of a live instance, with a job to apply it. Nothing for a finished
+// or missing one: the status says which.
+const sendSql = perSchema(
+  (schema) => `
+  WITH target AS (SELECT w.id, w.status FROM ${schema}.workflows AS w WHERE w.id = $1::bigint), live AS (
+    SELECT t.id FROM target AS t WHERE t.status IN ('starting', 'running')
+  ), inbox AS (
+    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event) SELECT l.id, 'send', $2::jsonb FROM live AS l RETURNING id
+  ), applier AS (
+    INSERT INTO ${schema}.jobs (type, payload) SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', l.id) FROM live AS l
+  )
+  SELECT t.status, (SELECT i.id::text FROM inbox AS i) AS event FROM target AS t`,
+);
+
+/**
+ * Sends `event` to instance `id`, in the caller's transaction when `db` is a client inside one.
+ * Events are applied one at a time, in the order they commit. Throws WorkflowNotFoundError for an
+ * unknown id, and a PicketError for a finished instance (nothing is sent).
+ */
+export const sendToWorkflow = async (db: Queryable, id: JobId | number, event: { type: string } & Record<string, unknown>, options: StatementOptions = {}): Promise<{ eventId: JobId }> => {
+  const workflowId = checkWorkflowId(id);
+  const json = checkEvent(event);
+  const { rows } = await runStatement<{ status: WorkflowStatus; event: JobId | null }>(
+    db,
+    { text: sendSql(options.schema ?? DEFAULT_SCHEMA), values: [workflowId, json] },
+    options,
+  );
+  const row = rows[0];
+  if (row === undefined) throw new WorkflowNotFoundError(`picket: no workflow ${workflowId}.`);
+  if (row.event === null) throw new PicketError(`picket: workflow ${workflowId} has finished (${row.status}); an event cannot change it, and none was sent.`);
+  return { eventId: row.event };
+};
+
+/** What the applier reads: the instance, and its next due event. */
+export interface ApplyInput {
+  id: JobId;
+  name: string;
+  version: string | null;
+  fingerprint: string | null;
+  status: WorkflowStatus;
+  snapshot: unknown;
+  tasks: Record<string, JobId>;
+  seq: number;
+  eventId: JobId | null;
+  kind: "start" | "send" | "task" | "timer" | null;
+  event: Record<string, unknown> | null;
+  jobId: JobId | null;
+}
+
+const readSql = perSchema(
+  (schema) => `
+  SELECT w.id::text AS id, w.name, w.version, w.fingerprint, w.status, w.snapshot, w.tasks, w.seq,
+         e.id::text AS "eventId", e.kind, e.event, e.job_id::text AS "jobId"
+  FROM ${schema}.workflows AS w
+  LEFT JOIN LATERAL (
+    SELECT e.id, e.kind, e.event, e.job_id FROM ${schema}.workflow_events AS e
+    WHERE e.workflow_id = w.id AND e.applied_at IS NULL AND e.due_at <= now()
+    ORDER BY e.id LIMIT 1
+  ) AS e ON true
+  WHERE w.id = $1::bigint`,
+);
+
+export const readForApply = async (db: Queryable, id: JobId, options: StatementOptions = {}): Promise<ApplyInput | null> =>
+  (await runStatement<ApplyInput>(db, { text: readSql(options.schema ?? DEFAULT_SCHEMA), values: [id] }, options)).rows[0] ?? null;
+
+/** One event's effects, as the applier computed them from the machine. */
+export interface ApplyWrite {
+  workflowId: JobId;
+  /** The seq read: the write applies only if no other write came between. */
+  seq: number;
+  eventId: JobId;
+  claim: { id: JobId; token: string };
+  snapshot: unknown;
+  state: unknown;
+  status: "running" | "done" | "failed";
+  output?: unknown;
+  error?: string | null;
+  version: string;
+  fingerprint: string;
+  outcome: "applied" | "dropped";
+  note: string | null;
+  startTasks: Array<{ invokeId: string; type: string; payload: unknown; priority?: number; queue?: string; maxAttempts?: number }>;
+  /** Invocations stopped: their ids, and the jobs that ran them. */
+  stopTasks: Array<{ invokeId: string; jobId: JobId }>;
+  startTimers: Array<{ sendId: string; event: unknown; delayMs: number }>;
+  cancelTimers: string[];
+}
+
+// THE APPLY. One statement: the claim of the applier job is checked and held (FOR SHARE: a sweep or
+// a cancel of it waits until this commits, and one that came first makes the fence fail), the
+// instance moves from the seq read to the next (compare-and-set: a concurrent applier that wrote
+// first makes this one write nothing), and only then, each reading the instance's row: the event is
+// consumed, the tasks started are enqueued (ids drawn first, so the instance's task map names them),
+// the tasks stopped are cancelled (a processing one told at commit, as cancelJob tells it), timers
+// set (an inbox row due later and the job that applies it then) and cancelled (both deleted).
+const applySql = perSchema(
+  (schema) => `
+  WITH claim AS (
+    SELECT j.id FROM ${schema}.jobs AS j WHERE j.id = $3::bigint AND ${fence("j", "$4::uuid")} FOR SHARE OF j
+  ), ids AS (
+    SELECT ARRAY(SELECT nextval(pg_get_serial_sequence('${schema}.jobs', 'id')) FROM generate_series(1, cardinality($15::text[]) + cardinality($22::text[]))) AS a
+  ), wf AS (
+    UPDATE ${schema}.workflows AS w
+    SET snapshot = $6::jsonb, state = $7::jsonb, status = $8::text, output = $9::jsonb, error = $10::text, version = $11::text, fingerprint = $12::text,
+        seq = w.seq + 1, updated_at = now(), finished_at = CASE WHEN $8::text IN ('done', 'failed') THEN now() END,
+        tasks = (w.tasks - $21::text[]) || coalesce((
+          SELECT jsonb_object_agg(t.invoke, t.id::text) FROM unnest($15::text[], (SELECT a[1:cardinality($15::text[])] FROM ids)) AS t(invoke, id)
+        ), '{}'::jsonb)
+    FROM claim
+    WHERE w.id = $1::bigint AND w.seq = $2::int AND w.status IN ('starting', 'running')
+    RETURNING w.id, w.seq
+  ), consumed AS (
+    UPDATE ${schema}.workflow_events AS e SET applied_at = now(), seq = wf.seq, outcome = $13::text, note = $14::text, state = $7::jsonb
+    FROM wf WHERE e.id = $5::bigint AND e.applied_at IS NULL
+  ), started AS (
+    INSERT INTO ${schema}.jobs (id, type, payload, priority, queue, max_attempts, workflow_id) OVERRIDING SYSTEM VALUE
+    SELECT t.id, t.type, t.payload, coalesce(t.priority, 0), t.queue, t.max_attempts, wf.id
+    FROM wf, unnest((SELECT a[1:cardinality($15::text[])] FROM ids), $16::text[], $17::jsonb[], $18::int[], $19::text[], $20::int[])
+      AS t(id, type, payload, priority, queue, max_attempts)
+  ), stopped AS (
+    UPDATE ${schema}.jobs AS j
+    SET status = 'cancelled', finished_at = now(), lock_until = NULL, ${operatorSet(schema, "cancel", "'workflow'")}, updated_at = now()
+    FROM wf WHERE j.id = ANY ($26::bigint[]) AND j.workflow_id = wf.id AND j.status IN ('pending', 'processing')
+    RETURNING j.id, j.claim_token
+  ), told AS (
+    SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || s.id || ':' || s.claim_token) FROM stopped AS s WHERE s.claim_token IS NOT NULL
+  ), wakes AS (
+    INSERT INTO ${schema}.jobs (id, type, payload, run_at) OVERRIDING SYSTEM VALUE
+    SELECT t.id, '${APPLIER_TASK}', jsonb_build_object('workflow', wf.id), now() + t.delay_ms * interval '1 millisecond'
+    FROM wf, unnest((SELECT a[cardinality($15::text[]) + 1:] FROM ids), $24::float8[]) AS t(id, delay_ms)
+  ), timers AS (
+    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, due_at, send_id, wake_job)
+    SELECT wf.id, 'timer', t.event, now() + t.delay_ms * interval '1 millisecond', t.send_id, t.id
+    FROM wf, unnest((SELECT a[cardinality($15::text[]) + 1:] FROM ids), $22::text[], $23::jsonb[], $24::float8[]) AS t(id, send_id, event, delay_ms)
+  ), unset AS (
+    DELETE FROM ${schema}.workflow_events AS e USING wf
+    WHERE e.workflow_id = wf.id AND e.applied_at IS NULL AND e.kind = 'timer' AND e.send_id = ANY ($25::text[]) AND e.id <> $5::bigint
+    RETURNING e.wake_job
+  ), unwoken AS (
+    DELETE FROM ${schema}.jobs AS j WHERE j.id = ANY (ARRAY(SELECT u.wake_job FROM unset AS u)) AND j.status = 'pending'
+  )
+  SELECT (SELECT count(*) FROM wf)::int AS written, (SELECT count(*) FROM claim)::int AS claimed, (SELECT count(*) FROM told)::int AS told`,
+);
+
+/**
+ * What an apply did: "applied"; "fenced", the applier's claim was lost (nothing written, and the
+ * run must stop); "raced", another applier wrote the instance first (read it again).
+ */
+export type ApplyOutcome = "applied" | "fenced" | "raced";
+
+/** Applies one event's effects in one statement. */
+export const writeApply = async (db: Queryable, write: ApplyWrite, options: StatementOptions = {}): Promise<ApplyOutcome> => {
+  const tasks = write.startTasks;
+  const json = (value: unknown, what: string) => storableJson(value, what);
+  const { rows } = await runStatement<{ written: number; claimed: number }>(
+    db,
+    {
+      text: applySql(options.schema ?? DEFAULT_SCHEMA),
+      values: [
+        write.workflowId,
+        write.seq,
+        write.claim.id,
+        write.claim.token,
+        write.eventId,
+        json(write.snapshot, "workflow snapshot"),
+        json(write.state, "workflow state"),
+        write.status,
+        json(write.output, "workflow output"),
+        write.error ?? null,
+        write.version,
+        write.fingerprint,
+        write.outcome,
+        write.note,
+        tasks.map((t) => t.invokeId),
+        tasks.map((t) => t.type),
+        tasks.map((t) => json(t.payload ?? null, `input of task "${t.type}"`)),
+        tasks.map((t) => t.priority ?? null),
+        tasks.map((t) => t.queue ?? null),
+        tasks.map((t) => t.maxAttempts ?? null),
+        write.stopTasks.map((t) => t.invokeId),
+        write.startTimers.map((t) => t.sendId),
+        write.startTimers.map((t) => json(t.event, "delayed event")),
+        write.startTimers.map((t) => t.delayMs),
+        write.cancelTimers,
+        write.stopTasks.map((t) => t.jobId),
+      ],
+    },
+    options,
+  );
+  const row = rows[0]!;
+  return row.written === 1 ? "applied" : row.claimed === 0 ? "fenced" : "raced";
+};
+
+// An event of a finished instance is consumed as dropped, under the applier's claim.
+const dropSql = perSchema(
+  (schema) => `
+  WITH claim AS (
+    SELECT j.id FROM ${schema}.jobs AS j WHERE j.id = $2::bigint AND ${fence("j", "$3::uuid")} FOR SHARE OF j
+  ), dropped AS (
+    UPDATE ${schema}.workflow_events AS e SET applied_at = now(), outcome = 'dropped', note = $4::text
+    FROM claim WHERE e.id = $1::bigint AND e.applied_at IS NULL
+    RETURNING e.id
+  )
+  SELECT (SELECT count(*) FROM dropped)::int AS written, (SELECT count(*) FROM claim)::int AS claimed`,
+);
+
+export const dropEvent = async (db: Queryable, eventId: JobId, claim: { id: JobId; token: string }, note: string, options: StatementOptions = {}): Promise<ApplyOutcome> => {
+  const { rows } = await runStatement<{ written: number; claimed: number }>(
+    db,
+    { text: dropSql(options.schema ?? DEFAULT_SCHEMA), values: [eventId, claim.id, claim.token, note] },
+    options,
+  );
+  const row = rows[0]!;
+  return row.written === 1 ? "applied" : row.claimed === 0 ? "fenced" : "raced";
+};
+
+// Cancel: the instance ends 'cancelled', its inbox is dropped, its live tasks are cancelled (a
+// processing one told at commit) and its timers' jobs deleted, in one statement that waits for an
+// apply in progress (the row lock).
+const cancelSql = perSchema(
+  (schema) => `
+  WITH wf AS (
+    UPDATE ${schema}.workflows AS w SET status = 'cancelled', finished_at = now(), updated_at = now(), tasks = '{}'::jsonb
+    WHERE w.id = $1::bigint AND w.status IN ('starting', 'running')
+    RETURNING w.id
+  ), inbox AS (
+    UPDATE ${schema}.workflow_events AS e SET applied_at = now(), outcome = 'dropped', note = 'workflow cancelled'
+    FROM wf WHERE e.workflow_id = wf.id AND e.applied_at IS NULL
+    RETURNING e.wake_job
+  ), wakes AS (
+    DELETE FROM ${schema}.jobs AS j WHERE j.id = ANY (ARRAY(SELECT i.wake_job FROM inbox AS i WHERE i.wake_job IS NOT NULL)) AND j.status = 'pending'
+  ), stopped AS (
+    UPDATE ${schema}.jobs AS j
+    SET status = 'cancelled', finished_at = now(), lock_until = NULL, ${operatorSet(schema, "cancel", "$2::text")}, updated_at = now()
+    FROM wf WHERE j.workflow_id = wf.id AND j.status IN ('pending', 'processing', 'waiting')
+    RETURNING j.id, j.claim_token
+  ), told AS (
+    SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || s.id || ':' || s.claim_token) FROM stopped AS s WHERE s.claim_token IS NOT NULL
+  )
+  SELECT (SELECT count(*) FROM wf)::int AS cancelled, (SELECT count(*) FROM stopped)::int AS tasks, (SELECT count(*) FROM told)::int AS told,
+         (SELECT status FROM ${schema}.workflows WHERE id = $1::bigint) AS status`,
+);
+
+export interface CancelledWorkflow {
+  outcome: "cancelled" | "not_found" | "finished";
+  status?: WorkflowStatus;
+  /** Task jobs cancelled with it. */
+  tasks: number;
+}
+
+/** Cancels a live instance: nothing more is applied, and its tasks in flight are cancelled. */
+export const cancelWorkflow = async (db: Queryable, id: JobId | number, options: StatementOptions & { by?: string } = {}): Promise<CancelledWorkflow> => {
+  const by = checkOperatorName(options.by);
+  const { rows } = await runStatement<{ cancelled: number; tasks: number; status: WorkflowStatus | null }>(
+    db,
+    { text: cancelSql(options.schema ?? DEFAULT_SCHEMA), values: [checkWorkflowId(id), by] },
+    options,
+  );
+  const row = rows[0]!;
+  if (row.cancelled === 1) return { outcome: "cancelled", status: "cancelled", tasks: row.tasks };
+  return row.status === null ? { outcome: "not_found", tasks: 0 } : { outcome: "finished", status: row.status, tasks: 0 };
+};
+
+// --- What the console and the CLI read ---------------------------------------------------------
+
+const getSql = perSchema((schema) => `SELECT ${workflowColumns("w")} FROM ${schema}.workflows AS w WHERE w.id = $1::bigint`);
+
+export const getWorkflow = async (db: Queryable, id: JobId | number, options: StatementOptions = {}): Promise<Workflow | null> =>
+  (await runStatement<Workflow>(db, { text: getSql(options.schema ?? DEFAULT_SCHEMA), values: [checkWorkflowId(id)] }, options)).rows[0] ?? null;
+
+const listSql = perSchema(
+  (schema) => `
+  SELECT ${workflowColumns("w")} FROM ${schema}.workflows AS w
+  WHERE ($1::text IS NULL OR w.name = $1::text) AND ($2::text IS NULL OR w.status = $2::text) AND ($3::bigint IS NULL OR w.id < $3::bigint)
+  ORDER BY w.id DESC LIMIT $4::int`,
+);
+
+/** Newest first; `before` pages on (the last id of the previous page). */
+export const listWorkflows = async (
+  db: Queryable,
+  filter: { name?: string; status?: WorkflowStatus; before?: JobId; limit?: number } = {},
+  options: StatementOptions = {},
+): Promise<Workflow[]> => {
+  if (filter.status !== undefined && !WORKFLOW_STATUSES.includes(filter.status)) {
+    throw new InvalidJobError(`picket: workflow status must be one of ${WORKFLOW_STATUSES.join(", ")}; got ${JSON.stringify(filter.status)}.`);
+  }
+  const limit = Math.min(Math.max(1, Math.floor(filter.limit ?? 50)), 1000);
+  const before = filter.before === undefined ? null : checkWorkflowId(filter.before);
+  return (await runStatement<Workflow>(db, { text: listSql(options.schema ?? DEFAULT_SCHEMA), values: [filter.name ?? null, filter.status ?? null, before, limit] }, options)).rows;
+};
+
+export interface WorkflowCount {
+  name: string;
+  status: WorkflowStatus;
+  state: unknown;
+  count: number;
+}
+
+const countSql = perSchema(
+  (schema) => `
+  SELECT w.name, w.status, w.state, count(*)::int AS count FROM ${schema}.workflows AS w
+  WHERE w.status IN ('starting', 'running') GROUP BY w.name, w.status, w.state
+  UNION ALL
+  SELECT w.name, w.status, NULL, count(*)::int FROM ${schema}.workflows AS w
+  WHERE w.status IN ('done', 'failed', 'cancelled') GROUP BY w.name, w.status
+  ORDER BY 1, 2`,
+);
+
+/** Instances by workflow and status, and the live ones by state too. */
+export const workflowCounts = async (db: Queryable, options: StatementOptions = {}): Promise<WorkflowCount[]> =>
+  (await runStatement<WorkflowCount>(db, { text: countSql(options.schema ?? DEFAULT_SCHEMA) }, options)).rows;
+
+export interface WorkflowEvent {
+  id: JobId;
+  kind: "start" | "send" | "task" | "timer";
+  event: unknown;
+  jobId: JobId | null;
+  createdAt: Date;
+  dueAt: Date;
+  appliedAt: Date | null;
+  seq: number | null;
+  outcome: "applied" | "dropped" | null;
+  note: string | null;
+  /** The state value after it was applied. */
+  state: unknown;
+}
+
+const historySql = perSchema(
+  (schema) => `
+  SELECT e.id::text AS id, e.kind, e.event, e.job_id::text AS "jobId", e.created_at AS "createdAt", e.due_at AS "dueAt",
+         e.applied_at AS "appliedAt", e.seq, e.outcome, e.note, e.state
+  FROM ${schema}.workflow_events AS e WHERE e.workflow_id = $1::bigint
+  ORDER BY e.applied_at IS NULL, e.applied_at, e.id LIMIT $2::int`,
+);
+
+/** The instance's events: applied ones in the order applied, then those still in its inbox. */
+export const workflowHistory = async (db: Queryable, id: JobId | number, options: StatementOptions & { limit?: number } = {}): Promise<WorkflowEvent[]> =>
+  (
+    await runStatement<WorkflowEvent>(
+      db,
+      { text: historySql(options.schema ?? DEFAULT_SCHEMA), values: [checkWorkflowId(id), Math.min(Math.max(1, options.limit ?? 1000), 10_000)] },
+      options,
+    )
+  ).rows;
+
+export interface WorkflowJob {
+  id: JobId;
+  type: string;
+  status: JobStatus;
+  attempts: number;
+  createdAt: Date;
+  finishedAt: Date | null;
+}
+
+const jobsSql = perSchema(
+  (schema) => `
+  SELECT j.id::text AS id, j.type, j.status, j.attempts, j.created_at AS "createdAt", j.finished_at AS "finishedAt"
+  FROM ${schema}.jobs AS j WHERE j.workflow_id = $1::bigint ORDER BY j.id LIMIT 1000`,
+);
+
+/** The task jobs the instance started (while retention keeps them). */
+export const workflowJobs = async (db: Queryable, id: JobId | number, options: StatementOptions = {}): Promise<WorkflowJob[]> =>
+  (await runStatement<WorkflowJob>(db, { text: jobsSql(options.schema ?? DEFAULT_SCHEMA), values: [checkWorkflowId(id)] }, options)).rows;
+
+const registerSql = perSchema(
+  (schema) => `
+  INSERT INTO ${schema}.workflow_machines (name, fingerprint, version, definition)
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])
+  ON CONFLICT (name, fingerprint) DO UPDATE SET seen_at = now(), version = excluded.version`,
+);
+
+/** Records the machines a worker runs, so the console can draw their instances. */
+export const registerWorkflowMachines = async (
+  db: Queryable,
+  machines: ReadonlyArray<{ name: string; fingerprint: string; version: string; definition: unknown }>,
+  options: StatementOptions = {},
+): Promise<void> => {
+  await runStatement(
+    db,
+    {
+      text: registerSql(options.schema ?? DEFAULT_SCHEMA),
+      values: [machines.map((m) => m.name), machines.map((m) => m.fingerprint), machines.map((m) => m.version), machines.map((m) => JSON.stringify(m.definition))],
+    },
+    options,
+  );
+};
+
+const machineSql = perSchema((schema) => `SELECT definition FROM ${schema}.workflow_machines WHERE name = $1::text AND fingerprint = $2::text`);
+
+/** The machine definition (machine.toJSON()) an instance runs, as its worker recorded it. */
+export const workflowMachine = async (db: Queryable, name: string, fingerprint: string, options: StatementOptions = {}): Promise<unknown> =>
+  (await runStatement<{ definition: unknown }>(db, { text: machineSql(options.schema ?? DEFAULT_SCHEMA), values: [name, fingerprint] }, options)).rows[0]?.definition ??
+  null;

@@ -1,0 +1,247 @@
+// The task that applies workflow events: a 'picket.workflow' job names an instance, and its run
+// applies the instance's due events one at a time, each in one fenced statement (src/db/workflows.ts,
+// writeApply). Any number of these jobs may run for one instance at once: each event is applied by
+// exactly one of them (the instance's seq is compared and set), and one whose claim was lost writes
+// nothing. A run stops when no event is due; every event and timer has a job of its own.
+import type { AnyStateMachine } from "xstate";
+import { InvalidConfigError, PicketError } from "../db/errors.ts";
+import type { Queryable, StatementOptions } from "../db/queryable.ts";
+import { APPLIER_TASK, dropEvent, readForApply, writeApply, type ApplyInput, type ApplyWrite } from "../db/workflows.ts";
+import type { JobId } from "../db/job-row.ts";
+import { defineTask, type Task } from "../runtime/task.ts";
+import { claimOfRun } from "../runtime/handler-context.ts";
+import type { Logger } from "../runtime/logger.ts";
+import type { WorkflowDefinition } from "./definition.ts";
+import { eventStep, migrateSnapshot, startStep, WorkflowRefusal, type Step } from "./step.ts";
+
+/** The definitions a worker runs, by name and version; new instances start on the last one given per name. */
+export class WorkflowRegistry {
+  private readonly byName = new Map<string, { latest: WorkflowDefinition; versions: Map<string, WorkflowDefinition> }>();
+
+  constructor(definitions: readonly WorkflowDefinition[]) {
+    for (const definition of definitions) {
+      if (typeof definition !== "object" || definition === null || typeof definition.fingerprint !== "string") {
+        throw new InvalidConfigError("picket: workflows must be made with defineWorkflow({ name, machine }).");
+      }
+      const entry = this.byName.get(definition.name) ?? { latest: definition, versions: new Map() };
+      if (entry.versions.has(definition.version)) {
+        throw new InvalidConfigError(`picket: workflow "${definition.name}" version ${definition.version} is given twice: give a changed machine a new version.`);
+      }
+      entry.versions.set(definition.version, definition);
+      entry.latest = definition;
+      this.byName.set(definition.name, entry);
+    }
+  }
+
+  /** Each machine as the console draws it. */
+  machines(): Array<{ name: string; version: string; fingerprint: string; definition: unknown }> {
+    return [...this.byName.values()].flatMap((entry) =>
+      [...entry.versions.values()].map((d) => ({ name: d.name, version: d.version, fingerprint: d.fingerprint, definition: (d.machine as AnyStateMachine).toJSON() })),
+    );
+  }
+
+  /**
+   * The machine an instance runs: its pinned version with the same fingerprint; or, for a version
+   * this worker no longer runs, a newer one with a migration from it. Anything else is refused,
+   * saying why: a snapshot is never read by a machine it was not written by or migrated to.
+   */
+  resolve(row: Pick<ApplyInput, "id" | "name" | "version" | "fingerprint">): { definition: WorkflowDefinition; migrateFrom?: string } {
+    const entry = this.byName.get(row.name);
+    if (entry === undefined) {
+      throw new PicketError(`picket: workflow ${row.id} is a "${row.name}", which this worker does not run: give every worker that runs workflows all of them (createSupervisor({ workflows })).`);
+    }
+    if (row.version === null) return { definition: entry.latest };
+    const pinned = entry.versions.get(row.version);
+    if (pinned !== undefined) {
+      if (pinned.fingerprint === row.fingerprint) return { definition: pinned };
+      throw new PicketError(
+        `picket: workflow ${row.id} ("${row.name}" version ${row.version}) started on a machine whose definition differs from this worker's version ${row.version} ` +
+          `(fingerprint ${row.fingerprint} here ${pinned.fingerprint}): its snapshot is not reinterpreted. Give the changed machine a new version, keep this one deployed as it was, ` +
+          `or migrate: defineWorkflow({ version: "2", migrations: { "${row.version}": (old) => ... } }).`,
+      );
+    }
+    const migrating = [...entry.versions.values()].reverse().find((definition) => Object.hasOwn(definition.migrations, row.version!));
+    if (migrating !== undefined) return { definition: migrating, migrateFrom: row.version };
+    throw new PicketError(
+      `picket: workflow ${row.id} runs "${row.name}" version ${row.version}, which this worker does not run (it has ${[...entry.versions.keys()].join(", ")}) and none of them migrates from. ` +
+        `Keep version ${row.version} deployed until its instances finish, or add migrations: { "${row.version}": (old) => ... } to the newer one.`,
+    );
+  }
+}
+
+/** The registry of a worker's options, or undefined when it runs no workflow. */
+export const workflowRegistry = (options: { workflows?: readonly WorkflowDefinition[] }): WorkflowRegistry | undefined => {
+  if (options?.workflows === undefined) return undefined;
+  if (!Array.isArray(options.workflows)) throw new InvalidConfigError("picket: workflows must be an array of defineWorkflow(...) results.");
+  return options.workflows.length === 0 ? undefined : new WorkflowRegistry(options.workflows);
+};
+
+/** What the applier needs of the worker: its pool, its statements' options, its logger. */
+export interface ApplierDeps {
+  db: Queryable;
+  statements: StatementOptions & { schema: string };
+  logger: Logger;
+  /** Told of every event applied (the inspector's feed). */
+  applied?: (workflow: { id: JobId; name: string; machine: AnyStateMachine }, event: unknown, snapshot: unknown) => void;
+}
+
+/** Most events one run applies before it ends (the events left have jobs of their own). */
+const EVENTS_PER_RUN = 200;
+/** Compare-and-set failures in a row before the run gives up (another applier keeps writing first). */
+const LOST_RACES = 50;
+
+type TaskEvent = { status: "completed" | "dead" | "cancelled"; result: unknown; error: string | null };
+
+/** The XState event a task's end is, or why it is dropped (the invocation it answered was stopped). */
+const taskEvent = (row: ApplyInput): { invokeId: string; event: { type: string } & Record<string, unknown> } | { dropped: string } => {
+  const reported = row.event as TaskEvent;
+  const invokeId = Object.keys(row.tasks).find((id) => row.tasks[id] === row.jobId);
+  if (invokeId === undefined) {
+    return { dropped: `late result: job ${row.jobId} (${reported.status}) answered an invocation the workflow had already stopped` };
+  }
+  if (reported.status === "completed") return { invokeId, event: { type: `xstate.done.actor.${invokeId}`, output: reported.result, actorId: invokeId } };
+  return {
+    invokeId,
+    event: {
+      type: `xstate.error.actor.${invokeId}`,
+      error: { message: reported.error ?? (reported.status === "cancelled" ? "the task's job was cancelled" : "the task's job ended dead"), status: reported.status, job: row.jobId },
+      actorId: invokeId,
+    },
+  };
+};
+
+/**
+ * Applies the instance's due events, one per statement, until none is due. Returns how many were
+ * applied; throws when the claim was lost (the worker then treats the run as fenced).
+ */
+export const applyDueEvents = async (
+  deps: ApplierDeps,
+  registry: WorkflowRegistry,
+  workflowId: JobId,
+  claim: { id: JobId; token: string },
+  signal: AbortSignal,
+): Promise<number> => {
+  let applied = 0;
+  let raced = 0;
+  while (applied < EVENTS_PER_RUN && !signal.aborted) {
+    const row = await readForApply(deps.db, workflowId, deps.statements);
+    if (row === null || row.eventId === null) return applied;
+    const finished = row.status !== "starting" && row.status !== "running";
+    const write = finished ? undefined : plan(registry, row, claim);
+    const outcome = write === undefined
+      ? await dropEvent(deps.db, row.eventId, claim, `workflow ${row.status}`, deps.statements)
+      : await writeApply(deps.db, write, deps.statements);
+    if (outcome === "fenced") {
+      throw new PicketError(`picket: workflow ${row.id}: the claim of job ${claim.id}, which applies its events, was lost (reclaimed, cancelled or finished): nothing was applied.`);
+    }
+    if (outcome === "raced") {
+      // Another applier wrote the instance first: read it again, unless that keeps happening.
+      if (++raced >= LOST_RACES) throw new PicketError(`picket: workflow ${row.id}: ${LOST_RACES} writes in a row found the instance changed by another applier; the run ends.`);
+      continue;
+    }
+    applied++;
+    raced = 0;
+    if (write === undefined) continue;
+    for (const value of write.logs) deps.logger.info({ workflow_id: row.id, workflow: row.name, log: value }, "workflow log");
+    deps.applied?.({ id: row.id, name: row.name, machine: write.machine }, write.xstateEvent, write.snapshot);
+  }
+  return applied;
+};
+
+/** The write one event makes: the machine's step, or a drop. */
+const plan = (
+  registry: WorkflowRegistry,
+  row: ApplyInput,
+  claim: { id: JobId; token: string },
+): ApplyWrite & { logs: unknown[]; machine: AnyStateMachine; xstateEvent: unknown } => {
+  const { definition, migrateFrom } = registry.resolve(row);
+  let persisted = row.snapshot;
+  const notes: string[] = [];
+  if (migrateFrom !== undefined) {
+    persisted = migrateSnapshot(definition, migrateFrom, row.snapshot as Record<string, unknown>);
+    notes.push(`migrated from version ${migrateFrom} to ${definition.version}`);
+  }
+  const base = {
+    workflowId: row.id,
+    seq: row.seq,
+    eventId: row.eventId!,
+    claim,
+    version: definition.version,
+    fingerprint: definition.fingerprint,
+    machine: definition.machine as AnyStateMachine,
+  };
+  const unchanged = (note: string, xstateEvent: unknown) => ({
+    ...base,
+    snapshot: persisted,
+    state: (persisted as { value?: unknown }).value ?? null,
+    status: "running" as const,
+    outcome: "dropped" as const,
+    note: [...notes, note].join("; "),
+    startTasks: [],
+    stopTasks: [],
+    startTimers: [],
+    cancelTimers: [],
+    logs: [],
+    xstateEvent,
+  });
+  let step: Step;
+  let xstateEvent: unknown;
+  let answered: string | undefined;
+  try {
+    if (row.kind === "start") {
+      xstateEvent = { type: "xstate.init", input: (row.event as { input?: unknown }).input };
+      step = startStep(definition, (row.event as { input?: unknown }).input ?? undefined);
+    } else if (row.kind === "task") {
+      const task = taskEvent(row);
+      if ("dropped" in task) return unchanged(task.dropped, row.event);
+      answered = task.invokeId;
+      xstateEvent = task.event;
+      step = eventStep(definition, persisted, task.event);
+    } else {
+      xstateEvent = row.event;
+      step = eventStep(definition, persisted, row.event as { type: string });
+    }
+  } catch (error) {
+    // The machine itself threw (a guard, an assign, a refused action): the instance fails, with why.
+    const message = error instanceof WorkflowRefusal ? `the transition ${error.message}` : error instanceof Error ? error.message : String(error);
+    return {
+      ...unchanged("", xstateEvent ?? row.event),
+      status: "failed",
+      error: message,
+      outcome: "applied",
+      note: [...notes, `failed: ${message}`].join("; "),
+      stopTasks: Object.entries(row.tasks).map(([invokeId, jobId]) => ({ invokeId, jobId })),
+    };
+  }
+  const stopped = new Set(step.stopTasks);
+  if (answered !== undefined) stopped.add(answered);
+  // A final state stops every invocation (XState stops them with the machine).
+  if (step.status !== "running") for (const invokeId of Object.keys(row.tasks)) stopped.add(invokeId);
+  return {
+    ...base,
+    snapshot: step.snapshot,
+    state: step.value,
+    status: step.status,
+    output: step.output,
+    error: step.error ?? null,
+    outcome: step.unchanged ? "dropped" : "applied",
+    note: [...notes, ...(step.unchanged ? ["no transition took the event"] : [])].join("; ") || null,
+    startTasks: step.startTasks.map((t) => ({ invokeId: t.invokeId, type: t.task.name, payload: t.input, priority: t.task.priority, queue: t.task.queue, maxAttempts: t.task.maxAttempts })),
+    stopTasks: [...stopped].filter((invokeId) => row.tasks[invokeId] !== undefined).map((invokeId) => ({ invokeId, jobId: row.tasks[invokeId]! })),
+    startTimers: step.startTimers,
+    cancelTimers: step.cancelTimers,
+    logs: step.logs,
+    xstateEvent,
+  };
+};
+
+/** The applier as a task the worker runs, writing under each run's claim. */
+export const applierTask = (registry: WorkflowRegistry, deps: () => ApplierDeps): Task =>
+  defineTask<{ workflow: JobId }, { applied: number }>({
+    name: APPLIER_TASK,
+    // Each run applies what is due; a failure (a worker without the instance's version, the
+    // database away) is tried again with the usual backoff, up to a day.
+    maxAttempts: 25,
+    backoff: { baseMs: 1_000, maxMs: 3_600_000 },
+    handler: async (payload, ctx) => ({ applied: await applyDueEvents(deps(), registry, String(payload.workflow), claimOfRun(ctx), ctx.signal) }),
+  }) as Task;

@@ -1,0 +1,137 @@
+// One event applied to a workflow's persisted snapshot, as a pure function: XState's own transition
+// gives the next snapshot and the actions it asks for, and this module turns the actions into what
+// the database must do in the same statement (tasks to enqueue and to cancel, timers to set and to
+// cancel). Nothing here touches the database, so the testing kit walks a machine with it too.
+import { createActor, initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from "xstate";
+import type { WorkflowDefinition, TaskRef } from "./definition.ts";
+
+/** A task invocation the transition starts: the job to enqueue. */
+export interface TaskStart {
+  invokeId: string;
+  task: TaskRef;
+  input: unknown;
+}
+
+/** A delayed event the transition schedules. */
+export interface TimerStart {
+  sendId: string;
+  event: { type: string };
+  delayMs: number;
+}
+
+export type WorkflowStatus = "starting" | "running" | "done" | "failed" | "cancelled";
+
+export interface Step {
+  /** The persisted snapshot to store (JSON-safe). */
+  snapshot: unknown;
+  value: unknown;
+  status: "running" | "done" | "failed";
+  output?: unknown;
+  error?: string;
+  startTasks: TaskStart[];
+  /** Invocation ids whose tasks the transition stopped. */
+  stopTasks: string[];
+  startTimers: TimerStart[];
+  cancelTimers: string[];
+  logs: unknown[];
+  /** The snapshot did not change and nothing was started or stopped: no transition took the event. */
+  unchanged: boolean;
+}
+
+/** A transition asked for something a workflow cannot do durably (found at run time, e.g. in enqueueActions). */
+export class WorkflowRefusal extends Error {
+  override readonly name = "WorkflowRefusal";
+}
+
+interface ActionLike {
+  type: string;
+  params?: Record<string, unknown> | null;
+}
+
+const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, actions: ActionLike[], before: string | null): Step => {
+  const machine = definition.machine;
+  const step: Step = { snapshot: null, value: snapshot.value, status: "running", startTasks: [], stopTasks: [], startTimers: [], cancelTimers: [], logs: [], unchanged: false };
+  for (const action of actions) {
+    const params = action.params ?? {};
+    switch (action.type) {
+      case "xstate.raise": {
+        // Raises without a delay were taken within the transition; a delayed one is a timer.
+        if (typeof params.delay === "number") {
+          const sendId = String(params.id ?? (params.event as { type: string }).type);
+          step.startTimers = step.startTimers.filter((t) => t.sendId !== sendId);
+          step.startTimers.push({ sendId, event: params.event as { type: string }, delayMs: Math.max(0, params.delay) });
+        }
+        break;
+      }
+      case "xstate.cancel": {
+        const sendId = String(params.sendId);
+        const pending = step.startTimers.length;
+        step.startTimers = step.startTimers.filter((t) => t.sendId !== sendId);
+        if (step.startTimers.length === pending) step.cancelTimers.push(sendId);
+        break;
+      }
+      case "xstate.spawnChild": {
+        const src = params.src;
+        const ref = typeof src === "string" ? definition.tasks.get(src) : undefined;
+        if (ref === undefined) throw new WorkflowRefusal(`spawns "${String(src)}", which is not a task(): only tasks can be made durable.`);
+        const invokeId = String(params.id);
+        step.startTasks.push({ invokeId, task: ref, input: params.input });
+        break;
+      }
+      case "xstate.stopChild": {
+        const ref = (params as { actorRef?: { id?: string }; id?: string }).actorRef ?? params;
+        const invokeId = String((ref as { id?: string }).id);
+        const pending = step.startTasks.length;
+        step.startTasks = step.startTasks.filter((t) => t.invokeId !== invokeId);
+        if (step.startTasks.length === pending) step.stopTasks.push(invokeId);
+        break;
+      }
+      case "xstate.log":
+        step.logs.push((params as { value?: unknown }).value ?? params);
+        break;
+      case "xstate.emit":
+      case "xstate.assign":
+        break;
+      default:
+        throw new WorkflowRefusal(`runs the action "${action.type}", a side effect that is not durable: run it as a task.`);
+    }
+  }
+  if (snapshot.status === "done") {
+    step.status = "done";
+    step.output = snapshot.output;
+  } else if (snapshot.status === "error") {
+    step.status = "failed";
+    const error = snapshot.error;
+    step.error = error instanceof Error ? error.message : JSON.stringify(error) ?? String(error);
+  }
+  step.snapshot = JSON.parse(JSON.stringify(machine.getPersistedSnapshot(snapshot)));
+  step.unchanged =
+    before !== null && JSON.stringify(step.snapshot) === before && step.startTasks.length + step.stopTasks.length + step.startTimers.length + step.cancelTimers.length === 0;
+  return step;
+};
+
+/** The first step: the machine's initial state for `input`. */
+export const startStep = (definition: WorkflowDefinition, input: unknown): Step => {
+  const [snapshot, actions] = initialTransition(definition.machine as AnyStateMachine, input as never);
+  return collect(definition, snapshot as AnyMachineSnapshot, actions as ActionLike[], null);
+};
+
+/** A stored snapshot as a live one again (its children restored by their names in setup()). */
+export const restore = (definition: WorkflowDefinition, persisted: unknown): AnyMachineSnapshot =>
+  createActor(definition.machine as AnyStateMachine, { snapshot: persisted as never }).getSnapshot() as AnyMachineSnapshot;
+
+/** One event applied to a stored snapshot. */
+export const eventStep = (definition: WorkflowDefinition, persisted: unknown, event: { type: string }): Step => {
+  const [snapshot, actions] = transition(definition.machine as AnyStateMachine, restore(definition, persisted) as never, event as never);
+  return collect(definition, snapshot as AnyMachineSnapshot, actions as ActionLike[], JSON.stringify(persisted));
+};
+
+/** A migration's result as this machine's persisted snapshot, keeping the tasks in flight. */
+export const migrateSnapshot = (definition: WorkflowDefinition, from: string, persisted: Record<string, unknown>): unknown => {
+  const migrate = definition.migrations[from]!;
+  const mapped = migrate({ value: persisted.value, context: persisted.context });
+  const resolved = (definition.machine as AnyStateMachine).resolveState({ value: mapped.value as never, context: mapped.context as never });
+  const next = JSON.parse(JSON.stringify(definition.machine.getPersistedSnapshot(resolved))) as Record<string, unknown>;
+  next.children = persisted.children ?? {};
+  return next;
+};

@@ -1,0 +1,385 @@
+// Durable statecharts (issue 31) against a real server: a user's XState machine run as a workflow.
+// Exactly-once application under concurrent sends, a stale claim that applies nothing, timers that
+// fire after downtime, a late task result dropped, what is refused at definition, versions pinned
+// and migrated, and start/send inside the caller's transaction.
+import { describe, expect, it } from "vitest";
+import { assign, fromCallback, fromPromise, log, setup, createMachine, sendTo } from "xstate";
+import { claimJobs, completeJobs, getJob, sweepExpiredClaims, type JobId } from "../src/db/index.ts";
+import {
+  cancelWorkflow,
+  getWorkflow,
+  sendToWorkflow,
+  startWorkflow,
+  workflowHistory,
+  workflowJobs,
+  APPLIER_TASK,
+} from "../src/db/workflows.ts";
+import { defineWorkflow, task } from "../src/workflows/definition.ts";
+import { applyDueEvents, WorkflowRegistry } from "../src/workflows/applier.ts";
+import { defineTask } from "../src/runtime/task.ts";
+import { createLogger } from "../src/runtime/logger.ts";
+import { startWorker } from "./support/worker.ts";
+import { useTestDatabase } from "./support/db.ts";
+import { expireLease, want } from "./support/factory.ts";
+
+const db = useTestDatabase();
+
+const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 20_000) => {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+};
+const settled = (id: JobId) => until(`workflow ${id} to finish`, async () => ["done", "failed", "cancelled"].includes((await getWorkflow(db.pool, id))!.status));
+const inState = (id: JobId, state: unknown) => until(`workflow ${id} in ${JSON.stringify(state)}`, async () => JSON.stringify((await getWorkflow(db.pool, id))!.state) === JSON.stringify(state));
+const quietLogger = createLogger({ level: "silent" });
+/** Tests that claim appliers by hand claim only their own instance's. */
+const otherAppliersGone = (id: JobId) => db.pool.query("DELETE FROM picket.jobs WHERE type = $1 AND payload->>'workflow' <> $2", [APPLIER_TASK, id]);
+const worker = (options: Omit<Parameters<typeof startWorker>[0], "connectionString">) => startWorker({ connectionString: db.url, ...options });
+
+// Counts INC events; FINISH ends with the count.
+const counter = defineWorkflow({
+  name: "counter",
+  machine: setup({ types: {} as { context: { n: number } } }).createMachine({
+    id: "counter",
+    context: { n: 0 },
+    initial: "counting",
+    states: {
+      counting: { on: { INC: { actions: assign({ n: ({ context }) => context.n + 1 }) }, FINISH: "finished" } },
+      finished: { type: "final" },
+    },
+    output: ({ context }) => ({ n: context.n }),
+  }),
+});
+
+const chargeCard = task<{ amount: number }, { receipt: string }>("charge-card");
+const payment = defineWorkflow({
+  name: "payment",
+  machine: setup({
+    types: {} as { context: { amount: number; receipt: string | null; error: string | null }; input: { amount: number } },
+    actors: { chargeCard },
+  }).createMachine({
+    id: "payment",
+    context: ({ input }) => ({ amount: input.amount, receipt: null, error: null }),
+    initial: "charging",
+    states: {
+      charging: {
+        invoke: {
+          id: "charge",
+          src: "chargeCard",
+          input: ({ context }) => ({ amount: context.amount }),
+          onDone: { target: "paid", actions: assign({ receipt: ({ event }) => event.output.receipt }) },
+          onError: { target: "declined", actions: assign({ error: ({ event }) => (event.error as { message: string }).message }) },
+        },
+        after: { 400: "gaveUp" },
+      },
+      paid: { type: "final" },
+      declined: { type: "final" },
+      gaveUp: { on: { RETRY: "charging", ABANDON: "abandoned" } },
+      abandoned: { type: "final" },
+    },
+  }),
+});
+
+describe("defineWorkflow refuses what cannot be made durable", () => {
+  const refused = (machine: any) => {
+    try {
+      defineWorkflow({ name: "w", machine });
+    } catch (error) {
+      return (error as Error).message;
+    }
+    throw new Error("not refused");
+  };
+
+  it("a callback actor, a fromPromise actor, a child machine, an inline actor: each named, with the reason", () => {
+    expect(refused(setup({ actors: { listen: fromCallback(() => undefined) } }).createMachine({ initial: "a", states: { a: { invoke: { src: "listen" } } } }))).toMatch(
+      /state "\(machine\)\.a" invokes "listen": a fromPromise, fromCallback or fromObservable actor runs in memory and is lost on a crash: declare it with task\("name"\)/,
+    );
+    expect(refused(setup({ actors: { fetch: fromPromise(async () => 1) } }).createMachine({ initial: "a", states: { a: { invoke: { src: "fetch" } } } }))).toMatch(
+      /invokes "fetch": .*declare it with task/,
+    );
+    const child = createMachine({});
+    expect(refused(setup({ actors: { child } }).createMachine({ initial: "a", states: { a: { invoke: { src: "child" } } } }))).toMatch(
+      /invokes "child": a child machine runs in memory and is lost on a crash: run it as its own workflow/,
+    );
+    expect(refused(createMachine({ initial: "a", states: { a: { invoke: { src: task("x") } } } }))).toMatch(/invokes an actor given inline: name it in setup/);
+  });
+
+  it("side-effect actions (a function, a custom action, sendTo) are refused; assign, raise, log and after are accepted", () => {
+    expect(refused(setup({}).createMachine({ initial: "a", states: { a: { entry: () => console.log("hi") } } }))).toMatch(
+      /entry of state "\(machine\)\.a" runs an inline function, a side effect that is not durable/,
+    );
+    expect(refused(setup({ actions: { email: () => undefined } }).createMachine({ initial: "a", states: { a: { on: { GO: { actions: "email" } } } } }))).toMatch(
+      /a transition of state "\(machine\)\.a" runs the action "email"/,
+    );
+    expect(refused(setup({}).createMachine({ initial: "a", states: { a: { exit: sendTo("someone", { type: "X" }) } } }))).toMatch(/exit of state "\(machine\)\.a" runs the action "xstate.sendTo"/);
+    const accepted = defineWorkflow({
+      name: "fine",
+      machine: setup({ actors: { t: task("t") }, types: {} as { context: { n: number } } }).createMachine({
+        context: { n: 0 },
+        initial: "a",
+        states: { a: { entry: [assign({ n: 1 }), log("in a")], after: { 1000: "b" }, invoke: { src: "t" } }, b: { always: "c" }, c: { type: "final" } },
+      }),
+    });
+    expect([...accepted.tasks.values()].map((t) => t.name)).toEqual(["t"]);
+    expect(() => defineWorkflow({ name: "bad name!", machine: counter.machine })).toThrow(/letters, digits/);
+    expect(() => defineWorkflow({ name: "w", machine: {} as any })).toThrow(/machine must be an XState machine/);
+  });
+});
+
+describe("start and send", () => {
+  it("start and send commit with the caller's transaction, or not at all; a key starts one instance", async () => {
+    const client = await db.connect();
+    await client.query("BEGIN");
+    const { id } = await startWorkflow(client, counter, null);
+    await sendToWorkflow(client, id, { type: "INC" });
+    await client.query("ROLLBACK");
+    expect(await getWorkflow(db.pool, id)).toBeNull();
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.workflow_events WHERE workflow_id = $1", [id])).rows[0].n).toBe(0);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE payload->>'workflow' = $1", [id])).rows[0].n).toBe(0);
+
+    const first = await startWorkflow(db.pool, "counter", null, { key: "order-1" });
+    const again = await startWorkflow(db.pool, "counter", null, { key: "order-1" });
+    expect(first.created).toBe(true);
+    expect(again).toEqual({ id: first.id, created: false });
+  });
+
+  it("refuses events a caller may not send, and sends to a finished or missing instance, with what to do", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    await expect(sendToWorkflow(db.pool, id, { type: "xstate.done.actor.charge" } as any)).rejects.toThrow(/"xstate\.\*" events come from the workflow's tasks and timers/);
+    await expect(sendToWorkflow(db.pool, id, "INC" as any)).rejects.toThrow(/an object with a string type/);
+    await expect(sendToWorkflow(db.pool, id, { type: "INC", note: "a\u0000b" })).rejects.toThrow(/NUL character/);
+    await expect(sendToWorkflow(db.pool, "999999999", { type: "INC" })).rejects.toThrow(/no workflow 999999999/);
+    await cancelWorkflow(db.pool, id);
+    await expect(sendToWorkflow(db.pool, id, { type: "INC" })).rejects.toThrow(/has finished \(cancelled\); an event cannot change it, and none was sent/);
+  });
+});
+
+describe("applying events", () => {
+  it("applies each of 300 events sent concurrently from 10 connections exactly once, in one order, with three workers applying", async () => {
+    const workers = await Promise.all([1, 2, 3].map(() => worker({ tasks: [], workflows: [counter], concurrency: 4 })));
+    const { id } = await startWorkflow(db.pool, counter, null);
+    const clients = await Promise.all(Array.from({ length: 10 }, () => db.connect()));
+    await Promise.all(
+      clients.map(async (client, from) => {
+        for (let i = 0; i < 30; i++) await sendToWorkflow(client, id, { type: "INC", from, i });
+      }),
+    );
+    await until("300 events applied", async () => (await db.pool.query("SELECT count(*)::int AS n FROM picket.workflow_events WHERE workflow_id = $1 AND kind = 'send' AND applied_at IS NOT NULL", [id])).rows[0].n === 300);
+    await sendToWorkflow(db.pool, id, { type: "FINISH" });
+    await settled(id);
+    const wf = (await getWorkflow(db.pool, id))!;
+    expect(wf.status).toBe("done");
+    expect(wf.output).toEqual({ n: 300 });
+    const history = await workflowHistory(db.pool, id);
+    // One seq per event, 1..302 (start, 300 INC, FINISH): no event applied twice, none skipped.
+    expect(history.map((e) => e.seq)).toEqual(Array.from({ length: 302 }, (_, i) => i + 1));
+    // Each sender's events in the order it sent them.
+    for (const from of clients.keys()) {
+      const mine = history.filter((e) => (e.event as { from?: number }).from === from).map((e) => (e.event as { i: number }).i);
+      expect(mine).toEqual(Array.from({ length: 30 }, (_, i) => i));
+    }
+    expect(workers.flatMap((w) => w.outcomes).filter((o) => o.outcome !== "completed")).toEqual([]);
+  });
+
+  it("a stale claim applies nothing: the event stays in the inbox for the claim that holds the job now", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    await otherAppliersGone(id);
+    const registry = new WorkflowRegistry([counter]);
+    const deps = { db: db.pool, statements: { schema: "picket" }, logger: quietLogger };
+    const [stale] = await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })]);
+    await expireLease(db.pool, stale!.id);
+    expect((await sweepExpiredClaims(db.pool, 10)).map((s) => s.id)).toContain(stale!.id);
+    await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [stale!.id]);
+    const [live] = await claimJobs(db.pool, "worker-b", [want(APPLIER_TASK, { limit: 1 })]);
+    expect(live!.id).toBe(stale!.id);
+
+    expect(await applyDueEvents(deps, registry, id, { id: stale!.id, token: stale!.claimToken }, new AbortController().signal).catch((e: Error) => e.message)).toMatch(/the claim of job [0-9]+, which applies its events, was lost \(reclaimed, cancelled or finished\): nothing was applied/);
+    expect((await getWorkflow(db.pool, id))!).toMatchObject({ status: "starting", seq: 0, state: null });
+    expect(await applyDueEvents(deps, registry, id, { id: live!.id, token: live!.claimToken }, new AbortController().signal)).toBe(1);
+    expect((await getWorkflow(db.pool, id))!).toMatchObject({ status: "running", seq: 1, state: "counting" });
+  });
+
+  it("a task's result comes back as its done event, its failure as its error event (the task's retries are its own)", async () => {
+    let calls = 0;
+    const charge = defineTask({
+      name: "charge-card",
+      maxAttempts: 2,
+      backoff: { baseMs: 10, maxMs: 10 },
+      handler: async (payload: { amount: number }) => {
+        calls++;
+        if (payload.amount < 0) throw new Error(`amount ${payload.amount} refused`);
+        return { receipt: `r-${payload.amount}` };
+      },
+    });
+    const { supervisor } = await worker({ tasks: [charge], workflows: [payment], keepCompleted: false });
+    const paid = await startWorkflow(db.pool, payment, { amount: 5 });
+    const declined = await startWorkflow(db.pool, payment, { amount: -1 });
+    await Promise.all([settled(paid.id), settled(declined.id)]);
+    expect(await getWorkflow(db.pool, paid.id)).toMatchObject({ status: "done", state: "paid", context: { amount: 5, receipt: "r-5", error: null } });
+    expect(await getWorkflow(db.pool, declined.id)).toMatchObject({ status: "done", state: "declined", context: { error: "error: amount -1 refused" } });
+    expect(calls).toBe(3);
+    const jobs = await workflowJobs(db.pool, declined.id);
+    expect(jobs).toMatchObject([{ type: "charge-card", status: "dead", attempts: 2 }]);
+    // The timer the charging state set was cancelled with it: no timer left in the inbox.
+    const inbox = await db.pool.query("SELECT count(*)::int AS n FROM picket.workflow_events WHERE workflow_id = ANY($1) AND applied_at IS NULL", [[paid.id, declined.id]]);
+    expect(inbox.rows[0].n).toBe(0);
+    await supervisor.stop();
+  });
+
+  it("a late task result, of an invocation the machine stopped, is dropped and recorded as such, though the same invocation id runs again", async () => {
+    const { id } = await startWorkflow(db.pool, payment, { amount: 7 });
+    await otherAppliersGone(id);
+    const registry = new WorkflowRegistry([payment]);
+    const deps = { db: db.pool, statements: { schema: "picket" }, logger: quietLogger };
+    const applyAll = async () => {
+      for (;;) {
+        const [applier] = await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })]);
+        if (applier === undefined) return;
+        await applyDueEvents(deps, registry, id, { id: applier.id, token: applier.claimToken }, new AbortController().signal);
+        await completeJobs(db.pool, [{ id: applier.id, token: applier.claimToken }]);
+      }
+    };
+    await applyAll();
+    const [charge] = await claimJobs(db.pool, "worker-a", [want("charge-card", { limit: 1 })]);
+    expect(charge).toBeDefined();
+    // The timer comes due; RETRY is sent; the job completes: all three wait in the inbox, in that
+    // order. The timer takes the machine to gaveUp (stopping the invocation), RETRY charges again
+    // under the same invocation id with a new job, and then the first job's result arrives.
+    await new Promise((resolve) => setTimeout(resolve, 450));
+    await sendToWorkflow(db.pool, id, { type: "RETRY" });
+    expect(await completeJobs(db.pool, [{ id: charge!.id, token: charge!.claimToken, result: { receipt: "late" } }], { keepCompleted: false })).toMatchObject([{ outcome: "applied" }]);
+    await applyAll();
+    const second = (await getWorkflow(db.pool, id))!.tasks.charge;
+    expect(second).toBeDefined();
+    expect(second).not.toBe(charge!.id);
+    const wf = (await getWorkflow(db.pool, id))!;
+    expect(wf).toMatchObject({ status: "running", state: "charging", context: { receipt: null }, tasks: { charge: second } });
+    const history = await workflowHistory(db.pool, id);
+    // Applied ones in order, then the inbox: the second charge's timer.
+    expect(history.map((e) => [e.kind, e.outcome])).toEqual([["start", "applied"], ["timer", "applied"], ["send", "applied"], ["task", "dropped"], ["timer", null]]);
+    expect(history[3]!.note).toBe(`late result: job ${charge!.id} (completed) answered an invocation the workflow had already stopped`);
+    expect(history[3]!.jobId).toBe(charge!.id);
+    expect(await getJob(db.pool, second!)).toMatchObject({ status: "pending" });
+  });
+
+  it("a timer set before a downtime fires when a worker is back, once", async () => {
+    const reminder = defineWorkflow({
+      name: "reminder",
+      machine: setup({}).createMachine({ initial: "waiting", states: { waiting: { after: { 300: "reminded" }, on: { REPLY: "replied" } }, reminded: { type: "final" }, replied: { type: "final" } } }),
+    });
+    const first = await worker({ tasks: [], workflows: [reminder] });
+    const { id } = await startWorkflow(db.pool, reminder, null);
+    await inState(id, "waiting");
+    await first.supervisor.stop();
+    // Down for three times the delay.
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    expect((await getWorkflow(db.pool, id))!.state).toBe("waiting");
+    await worker({ tasks: [], workflows: [reminder] });
+    await settled(id);
+    const history = await workflowHistory(db.pool, id);
+    expect(history.map((e) => [e.kind, e.outcome, e.state])).toEqual([["start", "applied", "waiting"], ["timer", "applied", "reminded"]]);
+    expect(history[1]!.appliedAt!.getTime() - history[1]!.dueAt.getTime()).toBeGreaterThan(500);
+  });
+
+  it("an event that takes the machine out of a state cancels its timer: the timer's row and its job go", async () => {
+    const reminder = defineWorkflow({
+      name: "reminder2",
+      machine: setup({}).createMachine({ initial: "waiting", states: { waiting: { after: { 3_600_000: "reminded" }, on: { REPLY: "replied" } }, reminded: { type: "final" }, replied: { type: "final" } } }),
+    });
+    await worker({ tasks: [], workflows: [reminder] });
+    const { id } = await startWorkflow(db.pool, reminder, null);
+    await inState(id, "waiting");
+    const timer = (await db.pool.query("SELECT wake_job::text FROM picket.workflow_events WHERE workflow_id = $1 AND kind = 'timer'", [id])).rows[0];
+    expect(await getJob(db.pool, timer.wake_job)).toMatchObject({ status: "pending" });
+    await sendToWorkflow(db.pool, id, { type: "REPLY" });
+    await settled(id);
+    expect((await getWorkflow(db.pool, id))!.state).toBe("replied");
+    expect(await getJob(db.pool, timer.wake_job)).toBeNull();
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.workflow_events WHERE workflow_id = $1 AND kind = 'timer'", [id])).rows[0].n).toBe(0);
+  });
+
+  it("cancelWorkflow ends the instance, drops its inbox and cancels its tasks in flight", async () => {
+    const { id } = await startWorkflow(db.pool, payment, { amount: 1 });
+    await worker({ tasks: [], workflows: [payment] });
+    await inState(id, "charging");
+    const [charge] = await workflowJobs(db.pool, id);
+    expect(charge).toMatchObject({ type: "charge-card", status: "pending" });
+    expect(await cancelWorkflow(db.pool, id, { by: "test" })).toEqual({ outcome: "cancelled", status: "cancelled", tasks: 1 });
+    expect(await getJob(db.pool, charge!.id)).toMatchObject({ status: "cancelled" });
+    expect(await cancelWorkflow(db.pool, id)).toEqual({ outcome: "finished", status: "cancelled", tasks: 0 });
+    expect(await cancelWorkflow(db.pool, "123456789")).toEqual({ outcome: "not_found", tasks: 0 });
+    // The cancelled task's report arrives after: dropped, the instance stays cancelled.
+    await until("the report dropped", async () => (await workflowHistory(db.pool, id)).some((e) => e.kind === "task" && e.outcome === "dropped"));
+    expect((await getWorkflow(db.pool, id))!.status).toBe("cancelled");
+  });
+});
+
+describe("versions", () => {
+  const machine = (states: string[]) =>
+    setup({ types: {} as { context: { seen: string[] } } }).createMachine({
+      id: "review",
+      context: { seen: [] },
+      initial: states[0],
+      states: Object.fromEntries(
+        states.map((s, i) => [s, i === states.length - 1 ? { type: "final" as const } : { on: { NEXT: { target: states[i + 1], actions: assign({ seen: ({ context }) => [...context.seen, s] }) } } }]),
+      ),
+    });
+  const v1 = defineWorkflow({ name: "review", version: 1, machine: machine(["draft", "review", "published"]) });
+  const v2 = defineWorkflow({ name: "review", version: 2, machine: machine(["draft", "legal", "review", "published"]) });
+
+  it("an instance keeps the version it started with; a worker without it leaves its events alone and says why", async () => {
+    const old = await worker({ tasks: [], workflows: [v1] });
+    const { id } = await startWorkflow(db.pool, "review", null);
+    await inState(id, "draft");
+    await old.supervisor.stop();
+    expect((await getWorkflow(db.pool, id))!.version).toBe("1");
+
+    const next = await worker({ tasks: [], workflows: [v2] });
+    await sendToWorkflow(db.pool, id, { type: "NEXT" });
+    await until("the refusal", async () => next.outcomes.some((o) => o.error !== null));
+    expect(next.outcomes.find((o) => o.error !== null)!.error).toMatch(
+      /runs "review" version 1, which this worker does not run \(it has 2\) and none of them migrates from\. Keep version 1 deployed until its instances finish, or add migrations/,
+    );
+    expect((await getWorkflow(db.pool, id))!).toMatchObject({ state: "draft", seq: 1 });
+    await next.supervisor.stop();
+
+    // Both deployed: the old instance goes on as version 1, a new one starts on version 2.
+    await worker({ tasks: [], workflows: [v1, v2] });
+    await inState(id, "review");
+    const fresh = await startWorkflow(db.pool, "review", null);
+    await inState(fresh.id, "draft");
+    await sendToWorkflow(db.pool, fresh.id, { type: "NEXT" });
+    await inState(fresh.id, "legal");
+    expect((await getWorkflow(db.pool, fresh.id))!.version).toBe("2");
+    expect((await getWorkflow(db.pool, id))!.version).toBe("1");
+  });
+
+  it("a machine changed under the same version is refused; a migration maps an instance to the new version, recorded in its history", async () => {
+    const first = await worker({ tasks: [], workflows: [v1] });
+    const { id } = await startWorkflow(db.pool, "review", null);
+    await inState(id, "draft");
+    await first.supervisor.stop();
+
+    const changed = defineWorkflow({ name: "review", version: 1, machine: machine(["draft", "proofread", "published"]) });
+    const sneaky = await worker({ tasks: [], workflows: [changed] });
+    await sendToWorkflow(db.pool, id, { type: "NEXT" });
+    await until("the refusal", async () => sneaky.outcomes.some((o) => o.error !== null));
+    expect(sneaky.outcomes.find((o) => o.error !== null)!.error).toMatch(/started on a machine whose definition differs from this worker's version 1 .*its snapshot is not reinterpreted/);
+    await sneaky.supervisor.stop();
+
+    const v3 = defineWorkflow({
+      name: "review",
+      version: 3,
+      machine: machine(["draft", "legal", "review", "published"]),
+      migrations: { "1": (old) => ({ value: old.value, context: { seen: [...(old.context as { seen: string[] }).seen, "migrated"] } }) },
+    });
+    await worker({ tasks: [], workflows: [v3] });
+    await inState(id, "legal");
+    const wf = (await getWorkflow(db.pool, id))!;
+    expect(wf).toMatchObject({ version: "3", fingerprint: v3.fingerprint, context: { seen: ["migrated", "draft"] } });
+    const history = await workflowHistory(db.pool, id);
+    expect(history.find((e) => e.kind === "send")!.note).toBe("migrated from version 1 to 3");
+  });
+});
