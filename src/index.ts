@@ -93,6 +93,28 @@ export {
   type FlowSpec,
   type FlowStatus,
 } from "./db/flows.ts";
+
+// --- Workflows: a user's XState machine, durable -----------------------------------------------
+export { defineWorkflow, task, type MigratableState, type TaskRef, type WorkflowDefinition, type WorkflowOptions } from "./workflows/definition.ts";
+export {
+  cancelWorkflow,
+  getWorkflow,
+  listWorkflows,
+  sendToWorkflow,
+  startWorkflow,
+  WORKFLOW_STATUSES,
+  workflowCounts,
+  workflowHistory,
+  workflowJobs,
+  WorkflowNotFoundError,
+  type CancelledWorkflow,
+  type StartedWorkflow,
+  type Workflow,
+  type WorkflowCount,
+  type WorkflowEvent,
+  type WorkflowJob,
+  type WorkflowStatus,
+} from "./db/workflows.ts";
 export { JOB_STATUSES, listJobs, MAX_JOB_LIST, type JobListFilter } from "./db/job-list.ts";
 export { BROWSE_STATES, browseJobs, MAX_BROWSE_PAGE, type BrowsedJob, type BrowseFilter, type BrowsePage, type BrowseState } from "./db/job-browser.ts";
 export { applyBulk, BULK_STATES, countBulk, type BulkFilter, type BulkResult } from "./db/bulk.ts";
