@@ -12,6 +12,7 @@ import { defineTask, type Task } from "../runtime/task.ts";
 import { claimOfRun } from "../runtime/handler-context.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { WorkflowDefinition } from "./definition.ts";
+import { machineConfig } from "../machines/diagram.ts";
 import { eventStep, migrateSnapshot, startStep, WorkflowRefusal, type Step } from "./step.ts";
 
 /** The definitions a worker runs, by name and version; new instances start on the last one given per name. */
@@ -33,10 +34,10 @@ export class WorkflowRegistry {
     }
   }
 
-  /** Each machine as the console draws it. */
+  /** Each machine as the console draws it (the config machineConfig gives: states, transitions, names). */
   machines(): Array<{ name: string; version: string; fingerprint: string; definition: unknown }> {
     return [...this.byName.values()].flatMap((entry) =>
-      [...entry.versions.values()].map((d) => ({ name: d.name, version: d.version, fingerprint: d.fingerprint, definition: (d.machine as AnyStateMachine).toJSON() })),
+      [...entry.versions.values()].map((d) => ({ name: d.name, version: d.version, fingerprint: d.fingerprint, definition: machineConfig(d.machine as AnyStateMachine) })),
     );
   }
 
