@@ -17,6 +17,7 @@ export {
 export { runUntilIdle, type JobRunResult, type RunUntilIdleOptions } from "./run-jobs.ts";
 export { expectEnqueued, matchesPartially, type ExpectEnqueuedOptions } from "./expect-enqueued.ts";
 export { expectFlow, type ExpectFlowOptions } from "./expect-flow.ts";
+export { formatWorkflowPaths, workflowPaths, type WorkflowPathsOptions, type WorkflowPathsReport, type WorkflowState } from "./workflow-paths.ts";
 export {
   checkTask,
   formatReport,

@@ -102,7 +102,9 @@ const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, a
   } else if (snapshot.status === "error") {
     step.status = "failed";
     const error = snapshot.error;
-    step.error = error instanceof Error ? error.message : JSON.stringify(error) ?? String(error);
+    // A task's error event no transition handled carries { message }; a throw inside the machine, an Error.
+    const message = (error as { message?: unknown } | null)?.message;
+    step.error = typeof message === "string" ? message : (JSON.stringify(error) ?? String(error));
   }
   step.snapshot = JSON.parse(JSON.stringify(machine.getPersistedSnapshot(snapshot)));
   step.unchanged =
