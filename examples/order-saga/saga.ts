@@ -102,8 +102,12 @@ export const orderSaga = defineWorkflow({ name: "order", version: 1, machine: or
  * Task handlers for the demo: a card whose amount ends in 7 is declined. A real service calls its
  * payment provider here with ctx.idempotencyKey, so that a retried job is recognised there.
  */
-export const sagaTasks = (record: (kind: string, orderId: string, jobId: string) => Promise<void> = async () => undefined) => [
+export const sagaTasks = (
+  record: (kind: string, orderId: string, jobId: string) => Promise<void> = async () => undefined,
+  options: { leaseMs?: number; maxAttempts?: number; backoff?: { baseMs?: number; maxMs?: number } } = {},
+) => [
   defineTask({
+    ...options,
     name: "reserve-stock",
     handler: async (input: { orderId: string }, ctx) => {
       await record("reserve", input.orderId, ctx.job.id);
@@ -111,9 +115,10 @@ export const sagaTasks = (record: (kind: string, orderId: string, jobId: string)
     },
   }),
   defineTask({
-    name: "charge-card",
-    // A declined card is final: not retried.
     maxAttempts: 3,
+    ...options,
+    name: "charge-card",
+    // A declined card is final (PermanentError): not retried.
     handler: async (input: { orderId: string; amount: number }, ctx) => {
       if (input.amount % 10 === 7) throw new PermanentError(`card declined for order ${input.orderId}`);
       await record("charge", input.orderId, ctx.job.id);
@@ -121,6 +126,7 @@ export const sagaTasks = (record: (kind: string, orderId: string, jobId: string)
     },
   }),
   defineTask({
+    ...options,
     name: "refund-payment",
     handler: async (input: { orderId: string; receipt: string }, ctx) => {
       await record("refund", input.orderId, ctx.job.id);
@@ -128,6 +134,7 @@ export const sagaTasks = (record: (kind: string, orderId: string, jobId: string)
     },
   }),
   defineTask({
+    ...options,
     name: "release-stock",
     handler: async (input: { orderId: string; reservation: string }, ctx) => {
       await record("release", input.orderId, ctx.job.id);

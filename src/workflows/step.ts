@@ -34,7 +34,7 @@ export interface Step {
   startTimers: TimerStart[];
   cancelTimers: string[];
   logs: unknown[];
-  /** The snapshot did not change and nothing was started or stopped: no transition took the event. */
+  /** No transition took the event (none enabled in the state, or their guards said no), and the instance runs on. */
   unchanged: boolean;
 }
 
@@ -48,7 +48,7 @@ interface ActionLike {
   params?: Record<string, unknown> | null;
 }
 
-const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, actions: ActionLike[], before: string | null): Step => {
+const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, actions: ActionLike[], taken: boolean): Step => {
   const machine = definition.machine;
   const step: Step = { snapshot: null, value: snapshot.value, status: "running", startTasks: [], stopTasks: [], startTimers: [], cancelTimers: [], logs: [], unchanged: false };
   for (const action of actions) {
@@ -107,15 +107,14 @@ const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, a
     step.error = typeof message === "string" ? message : (JSON.stringify(error) ?? String(error));
   }
   step.snapshot = JSON.parse(JSON.stringify(machine.getPersistedSnapshot(snapshot)));
-  step.unchanged =
-    before !== null && JSON.stringify(step.snapshot) === before && step.startTasks.length + step.stopTasks.length + step.startTimers.length + step.cancelTimers.length === 0;
+  step.unchanged = !taken && step.status === "running";
   return step;
 };
 
 /** The first step: the machine's initial state for `input`. */
 export const startStep = (definition: WorkflowDefinition, input: unknown): Step => {
   const [snapshot, actions] = initialTransition(definition.machine as AnyStateMachine, input as never);
-  return collect(definition, snapshot as AnyMachineSnapshot, actions as ActionLike[], null);
+  return collect(definition, snapshot as AnyMachineSnapshot, actions as ActionLike[], true);
 };
 
 /** A stored snapshot as a live one again (its children restored by their names in setup()). */
@@ -124,8 +123,11 @@ export const restore = (definition: WorkflowDefinition, persisted: unknown): Any
 
 /** One event applied to a stored snapshot. */
 export const eventStep = (definition: WorkflowDefinition, persisted: unknown, event: { type: string }): Step => {
-  const [snapshot, actions] = transition(definition.machine as AnyStateMachine, restore(definition, persisted) as never, event as never);
-  return collect(definition, snapshot as AnyMachineSnapshot, actions as ActionLike[], JSON.stringify(persisted));
+  const restored = restore(definition, persisted);
+  // Whether a transition takes the event (guards evaluated), asked before it is applied.
+  const taken = restored.can(event as never);
+  const [snapshot, actions] = transition(definition.machine as AnyStateMachine, restored as never, event as never);
+  return collect(definition, snapshot as AnyMachineSnapshot, actions as ActionLike[], taken);
 };
 
 /** A migration's result as this machine's persisted snapshot, keeping the tasks in flight. */
