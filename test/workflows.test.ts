@@ -23,6 +23,11 @@ import { useTestDatabase } from "./support/db.ts";
 import { expireLease, want } from "./support/factory.ts";
 
 const db = useTestDatabase();
+/** An instance's events: the history in the order applied, then the inbox. */
+const allEvents = async (id: string) => {
+  const { history, inbox } = await workflowHistory(db.pool, id);
+  return [...history, ...inbox];
+};
 
 const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 20_000) => {
   const deadline = Date.now() + timeoutMs;
@@ -172,7 +177,7 @@ describe("applying events", () => {
     const wf = (await getWorkflow(db.pool, id))!;
     expect(wf.status).toBe("done");
     expect(wf.output).toEqual({ n: 300 });
-    const history = await workflowHistory(db.pool, id);
+    const history = await allEvents(id);
     // One seq per event, 1..302 (start, 300 INC, FINISH): no event applied twice, none skipped.
     expect(history.map((e) => e.seq)).toEqual(Array.from({ length: 302 }, (_, i) => i + 1));
     // Each sender's events in the order it sent them.
@@ -256,12 +261,52 @@ describe("applying events", () => {
     expect(second).not.toBe(charge!.id);
     const wf = (await getWorkflow(db.pool, id))!;
     expect(wf).toMatchObject({ status: "running", state: "charging", context: { receipt: null }, tasks: { charge: second } });
-    const history = await workflowHistory(db.pool, id);
+    const history = await allEvents(id);
     // Applied ones in order, then the inbox: the second charge's timer.
     expect(history.map((e) => [e.kind, e.outcome])).toEqual([["start", "applied"], ["timer", "applied"], ["send", "applied"], ["task", "dropped"], ["timer", null]]);
     expect(history[3]!.note).toBe(`late result: job ${charge!.id} (completed) answered an invocation the workflow had already stopped`);
     expect(history[3]!.jobId).toBe(charge!.id);
     expect(await getJob(db.pool, second!)).toMatchObject({ status: "pending" });
+  });
+
+  it("an invocation the machine stops while its job runs: the job is cancelled and its handler's signal aborted; its report is dropped", async () => {
+    const started = new Set<string>();
+    const aborted = new Set<string>();
+    const slow = defineTask({
+      name: "charge-card",
+      handler: async (_payload: unknown, ctx) => {
+        started.add(ctx.job.id);
+        await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+        aborted.add(ctx.job.id);
+        return { receipt: "too late" };
+      },
+    });
+    const { outcomes } = await worker({ tasks: [slow], workflows: [payment] });
+    const { id } = await startWorkflow(db.pool, payment, { amount: 3 });
+    await until("the charge to run", async () => (await workflowJobs(db.pool, id)).some((job) => started.has(job.id)));
+    const [charge] = await workflowJobs(db.pool, id);
+    // The 400 ms timer takes the machine to gaveUp, stopping the charge.
+    await inState(id, "gaveUp");
+    await until("the handler to be told", async () => aborted.has(charge!.id));
+    await until("the job's outcome", async () => outcomes.some((o) => o.id === charge!.id));
+    expect(outcomes.find((o) => o.id === charge!.id)!.outcome).toBe("cancelled");
+    expect(await getJob(db.pool, charge!.id)).toMatchObject({ status: "cancelled" });
+    await until("the report dropped", async () => (await allEvents(id)).some((e) => e.kind === "task" && e.outcome === "dropped"));
+    expect((await getWorkflow(db.pool, id))!).toMatchObject({ state: "gaveUp", tasks: {}, context: { receipt: null } });
+  });
+
+  it("a task job reports once: a later write to its finished row sends nothing", async () => {
+    const { id } = await startWorkflow(db.pool, payment, { amount: 4 });
+    const charge = defineTask({ name: "charge-card", handler: async () => ({ receipt: "r" }) });
+    const { supervisor } = await worker({ tasks: [charge], workflows: [payment] });
+    await settled(id);
+    await supervisor.stop();
+    const [job] = await workflowJobs(db.pool, id);
+    const reports = async () => (await db.pool.query("SELECT count(*)::int AS n FROM picket.workflow_events WHERE job_id = $1", [job!.id])).rows[0].n;
+    expect(await reports()).toBe(1);
+    // An operator's write to the finished row (a note, a fix-up) is one more UPDATE of it.
+    await db.pool.query("UPDATE picket.jobs SET updated_at = now() WHERE id = $1", [job!.id]);
+    expect(await reports()).toBe(1);
   });
 
   it("a timer set before a downtime fires when a worker is back, once", async () => {
@@ -278,7 +323,7 @@ describe("applying events", () => {
     expect((await getWorkflow(db.pool, id))!.state).toBe("waiting");
     await worker({ tasks: [], workflows: [reminder] });
     await settled(id);
-    const history = await workflowHistory(db.pool, id);
+    const history = await allEvents(id);
     expect(history.map((e) => [e.kind, e.outcome, e.state])).toEqual([["start", "applied", "waiting"], ["timer", "applied", "reminded"]]);
     expect(history[1]!.appliedAt!.getTime() - history[1]!.dueAt.getTime()).toBeGreaterThan(500);
   });
@@ -311,7 +356,7 @@ describe("applying events", () => {
     expect(await cancelWorkflow(db.pool, id)).toEqual({ outcome: "finished", status: "cancelled", tasks: 0 });
     expect(await cancelWorkflow(db.pool, "123456789")).toEqual({ outcome: "not_found", tasks: 0 });
     // The cancelled task's report arrives after: dropped, the instance stays cancelled.
-    await until("the report dropped", async () => (await workflowHistory(db.pool, id)).some((e) => e.kind === "task" && e.outcome === "dropped"));
+    await until("the report dropped", async () => (await allEvents(id)).some((e) => e.kind === "task" && e.outcome === "dropped"));
     expect((await getWorkflow(db.pool, id))!.status).toBe("cancelled");
   });
 });
@@ -379,7 +424,7 @@ describe("versions", () => {
     await inState(id, "legal");
     const wf = (await getWorkflow(db.pool, id))!;
     expect(wf).toMatchObject({ version: "3", fingerprint: v3.fingerprint, context: { seen: ["migrated", "draft"] } });
-    const history = await workflowHistory(db.pool, id);
+    const history = await allEvents(id);
     expect(history.find((e) => e.kind === "send")!.note).toBe("migrated from version 1 to 3");
   });
 });

@@ -48,6 +48,16 @@ export class WorkflowNotFoundError extends PicketError {
   override readonly name = "WorkflowNotFoundError";
 }
 
+/** An event sent to an instance that has ended: nothing was sent. */
+export class WorkflowFinishedError extends PicketError {
+  override readonly name = "WorkflowFinishedError";
+  readonly status: WorkflowStatus;
+  constructor(id: string, status: WorkflowStatus) {
+    super(`picket: workflow ${id} has finished (${status}); an event cannot change it, and none was sent.`);
+    this.status = status;
+  }
+}
+
 const checkWorkflowId = (id: JobId | number): string => {
   const text = String(id);
   if (!isJobId(text)) throw new InvalidJobError(`picket: workflow id must be a positive integer; got ${JSON.stringify(id)}.`);
@@ -132,7 +142,7 @@ const sendSql = perSchema(
   WITH target AS (SELECT w.id, w.status FROM ${schema}.workflows AS w WHERE w.id = $1::bigint), live AS (
     SELECT t.id FROM target AS t WHERE t.status IN ('starting', 'running')
   ), inbox AS (
-    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event) SELECT l.id, 'send', $2::jsonb FROM live AS l RETURNING id
+    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, by) SELECT l.id, 'send', $2::jsonb, $3::text FROM live AS l RETURNING id
   ), applier AS (
     INSERT INTO ${schema}.jobs (type, payload) SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', l.id) FROM live AS l
   )
@@ -140,21 +150,29 @@ const sendSql = perSchema(
 );
 
 /**
- * Sends `event` to instance `id`, in the caller's transaction when `db` is a client inside one.
- * Events are applied one at a time, in the order they commit. Throws WorkflowNotFoundError for an
- * unknown id, and a PicketError for a finished instance (nothing is sent).
+ * Sends `event` to instance `id`, in the caller's transaction when `db` is a client inside one;
+ * `by` (who sent it) is kept in the instance's history. Events are applied one at a time, in the
+ * order they commit. Throws WorkflowNotFoundError for an unknown id and WorkflowFinishedError for
+ * an instance that has ended (nothing is sent). An event that commits as the instance ends (a
+ * cancel, a final state) is recorded as dropped.
  */
-export const sendToWorkflow = async (db: Queryable, id: JobId | number, event: { type: string } & Record<string, unknown>, options: StatementOptions = {}): Promise<{ eventId: JobId }> => {
+export const sendToWorkflow = async (
+  db: Queryable,
+  id: JobId | number,
+  event: { type: string } & Record<string, unknown>,
+  options: StatementOptions & { by?: string } = {},
+): Promise<{ eventId: JobId }> => {
   const workflowId = checkWorkflowId(id);
   const json = checkEvent(event);
+  const by = checkOperatorName(options.by);
   const { rows } = await runStatement<{ status: WorkflowStatus; event: JobId | null }>(
     db,
-    { text: sendSql(options.schema ?? DEFAULT_SCHEMA), values: [workflowId, json] },
+    { text: sendSql(options.schema ?? DEFAULT_SCHEMA), values: [workflowId, json, by] },
     options,
   );
   const row = rows[0];
   if (row === undefined) throw new WorkflowNotFoundError(`picket: no workflow ${workflowId}.`);
-  if (row.event === null) throw new PicketError(`picket: workflow ${workflowId} has finished (${row.status}); an event cannot change it, and none was sent.`);
+  if (row.event === null) throw new WorkflowFinishedError(workflowId, row.status);
   return { eventId: row.event };
 };
 
@@ -169,7 +187,7 @@ export interface ApplyInput {
   tasks: Record<string, JobId>;
   seq: number;
   eventId: JobId | null;
-  kind: "start" | "send" | "task" | "timer" | null;
+  kind: "start" | "send" | "task" | "timer" | "cancel" | null;
   event: Record<string, unknown> | null;
   jobId: JobId | null;
 }
@@ -237,8 +255,9 @@ const applySql = perSchema(
     WHERE w.id = $1::bigint AND w.seq = $2::int AND w.status IN ('starting', 'running')
     RETURNING w.id, w.seq
   ), consumed AS (
+    -- Unconsumed: the seq read proves it (every write that consumes an event of a live instance moves its seq).
     UPDATE ${schema}.workflow_events AS e SET applied_at = now(), seq = wf.seq, outcome = $13::text, note = $14::text, state = $7::jsonb
-    FROM wf WHERE e.id = $5::bigint AND e.applied_at IS NULL
+    FROM wf WHERE e.id = $5::bigint
   ), started AS (
     INSERT INTO ${schema}.jobs (id, type, payload, priority, queue, max_attempts, workflow_id) OVERRIDING SYSTEM VALUE
     SELECT t.id, t.type, t.payload, coalesce(t.priority, 0), t.queue, t.max_attempts, wf.id
@@ -363,10 +382,13 @@ const cancelSql = perSchema(
     RETURNING j.id, j.claim_token
   ), told AS (
     SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || s.id || ':' || s.claim_token) FROM stopped AS s WHERE s.claim_token IS NOT NULL
+  ), recorded AS (
+    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, applied_at, outcome, by)
+    SELECT wf.id, 'cancel', jsonb_build_object('type', 'cancel'), now(), 'applied', $2::text FROM wf
   )
-  SELECT (SELECT count(*) FROM wf)::int AS cancelled, (SELECT count(*) FROM stopped)::int AS tasks, (SELECT count(*) FROM told)::int AS told,
-         (SELECT status FROM ${schema}.workflows WHERE id = $1::bigint) AS status`,
+  SELECT (SELECT count(*) FROM wf)::int AS cancelled, (SELECT count(*) FROM stopped)::int AS tasks, (SELECT count(*) FROM told)::int AS told`,
 );
+const statusSql = perSchema((schema) => `SELECT status FROM ${schema}.workflows WHERE id = $1::bigint`);
 
 export interface CancelledWorkflow {
   outcome: "cancelled" | "not_found" | "finished";
@@ -375,17 +397,20 @@ export interface CancelledWorkflow {
   tasks: number;
 }
 
-/** Cancels a live instance: nothing more is applied, and its tasks in flight are cancelled. */
+/**
+ * Cancels a live instance: nothing more is applied, its tasks in flight are cancelled, and the
+ * cancel (with `by`, who asked) is the last entry of its history.
+ */
 export const cancelWorkflow = async (db: Queryable, id: JobId | number, options: StatementOptions & { by?: string } = {}): Promise<CancelledWorkflow> => {
   const by = checkOperatorName(options.by);
-  const { rows } = await runStatement<{ cancelled: number; tasks: number; status: WorkflowStatus | null }>(
-    db,
-    { text: cancelSql(options.schema ?? DEFAULT_SCHEMA), values: [checkWorkflowId(id), by] },
-    options,
-  );
-  const row = rows[0]!;
-  if (row.cancelled === 1) return { outcome: "cancelled", status: "cancelled", tasks: row.tasks };
-  return row.status === null ? { outcome: "not_found", tasks: 0 } : { outcome: "finished", status: row.status, tasks: 0 };
+  const workflowId = checkWorkflowId(id);
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const { rows } = await runStatement<{ cancelled: number; tasks: number }>(db, { text: cancelSql(schema), values: [workflowId, by] }, options);
+  if (rows[0]!.cancelled === 1) return { outcome: "cancelled", status: "cancelled", tasks: rows[0]!.tasks };
+  // Not live: read its status now (an apply that ended it while the cancel waited for its row is
+  // seen only by a statement that starts after).
+  const status = (await runStatement<{ status: WorkflowStatus }>(db, { text: statusSql(schema), values: [workflowId] }, options)).rows[0]?.status;
+  return status === undefined ? { outcome: "not_found", tasks: 0 } : { outcome: "finished", status, tasks: 0 };
 };
 
 // --- What the console and the CLI read ---------------------------------------------------------
@@ -411,7 +436,8 @@ export const listWorkflows = async (
   if (filter.status !== undefined && !WORKFLOW_STATUSES.includes(filter.status)) {
     throw new InvalidJobError(`picket: workflow status must be one of ${WORKFLOW_STATUSES.join(", ")}; got ${JSON.stringify(filter.status)}.`);
   }
-  const limit = Math.min(Math.max(1, Math.floor(filter.limit ?? 50)), 1000);
+  const limit = filter.limit ?? 50;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new InvalidJobError(`picket: a workflow list's limit must be an integer from 1 to 1000 (got ${String(limit)}).`);
   const before = filter.before === undefined ? null : checkWorkflowId(filter.before);
   return (await runStatement<Workflow>(db, { text: listSql(options.schema ?? DEFAULT_SCHEMA), values: [filter.name ?? null, filter.status ?? null, before, limit] }, options)).rows;
 };
@@ -439,36 +465,72 @@ export const workflowCounts = async (db: Queryable, options: StatementOptions = 
 
 export interface WorkflowEvent {
   id: JobId;
-  kind: "start" | "send" | "task" | "timer";
+  kind: "start" | "send" | "task" | "timer" | "cancel";
   event: unknown;
   jobId: JobId | null;
   createdAt: Date;
   dueAt: Date;
   appliedAt: Date | null;
+  /** The instance's seq once applied (null for an event dropped after the instance ended). */
   seq: number | null;
   outcome: "applied" | "dropped" | null;
   note: string | null;
   /** The state value after it was applied. */
   state: unknown;
+  /** Who sent it, or cancelled the instance, when the caller said. */
+  by: string | null;
 }
 
+export interface WorkflowHistory {
+  /** The newest `limit` events applied (or dropped), in the order they were applied. */
+  history: WorkflowEvent[];
+  /** How many were applied (or dropped) in all. */
+  historyTotal: number;
+  /** The inbox: events and timers not applied yet, the soonest due first (at most `limit`). */
+  inbox: WorkflowEvent[];
+  /** How many wait in all. */
+  inboxTotal: number;
+}
+
+const eventColumns = `e.id::text AS id, e.kind, e.event, e.job_id::text AS "jobId", e.created_at AS "createdAt", e.due_at AS "dueAt",
+         e.applied_at AS "appliedAt", e.seq, e.outcome, e.note, e.state, e.by`;
+
+// One statement: the newest applied events and the soonest of the inbox, each numbered in its order
+// (a UNION's rows come in no promised order) and counted before its limit.
 const historySql = perSchema(
   (schema) => `
-  SELECT e.id::text AS id, e.kind, e.event, e.job_id::text AS "jobId", e.created_at AS "createdAt", e.due_at AS "dueAt",
-         e.applied_at AS "appliedAt", e.seq, e.outcome, e.note, e.state
-  FROM ${schema}.workflow_events AS e WHERE e.workflow_id = $1::bigint
-  ORDER BY e.applied_at IS NULL, e.applied_at, e.id LIMIT $2::int`,
+  SELECT * FROM (
+    SELECT 'history' AS part, count(*) OVER ()::int AS total, row_number() OVER (ORDER BY e.applied_at DESC, e.id DESC)::int AS n, ${eventColumns}
+    FROM ${schema}.workflow_events AS e WHERE e.workflow_id = $1::bigint AND e.applied_at IS NOT NULL
+    ORDER BY e.applied_at DESC, e.id DESC LIMIT $2::int
+  ) AS h
+  UNION ALL
+  SELECT * FROM (
+    SELECT 'inbox' AS part, count(*) OVER ()::int AS total, row_number() OVER (ORDER BY e.due_at, e.id)::int AS n, ${eventColumns}
+    FROM ${schema}.workflow_events AS e WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL
+    ORDER BY e.due_at, e.id LIMIT $2::int
+  ) AS i`,
 );
 
-/** The instance's events: applied ones in the order applied, then those still in its inbox. */
-export const workflowHistory = async (db: Queryable, id: JobId | number, options: StatementOptions & { limit?: number } = {}): Promise<WorkflowEvent[]> =>
-  (
-    await runStatement<WorkflowEvent>(
-      db,
-      { text: historySql(options.schema ?? DEFAULT_SCHEMA), values: [checkWorkflowId(id), Math.min(Math.max(1, options.limit ?? 1000), 10_000)] },
-      options,
-    )
-  ).rows;
+/**
+ * An instance's events: the newest `limit` applied (default 500), in the order applied, each with
+ * the state after it or why it was dropped; and its inbox, the soonest due first.
+ */
+export const workflowHistory = async (db: Queryable, id: JobId | number, options: StatementOptions & { limit?: number } = {}): Promise<WorkflowHistory> => {
+  const limit = options.limit ?? 500;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new InvalidJobError(`picket: a workflow history's limit must be an integer from 1 to 10000 (got ${String(limit)}).`);
+  const { rows } = await runStatement<WorkflowEvent & { part: "history" | "inbox"; total: number; n: number }>(
+    db,
+    { text: historySql(options.schema ?? DEFAULT_SCHEMA), values: [checkWorkflowId(id), limit] },
+    options,
+  );
+  const part = (name: "history" | "inbox") => rows.filter((row) => row.part === name);
+  // The history was read newest first (the newest are kept under the limit), and is given in the order applied.
+  const history = part("history").sort((a, b) => b.n - a.n);
+  const inbox = part("inbox").sort((a, b) => a.n - b.n);
+  const strip = ({ part: _part, total: _total, n: _n, ...event }: (typeof rows)[number]): WorkflowEvent => event;
+  return { history: history.map(strip), historyTotal: history[0]?.total ?? 0, inbox: inbox.map(strip), inboxTotal: inbox[0]?.total ?? 0 };
+};
 
 export interface WorkflowJob {
   id: JobId;
@@ -482,12 +544,12 @@ export interface WorkflowJob {
 const jobsSql = perSchema(
   (schema) => `
   SELECT j.id::text AS id, j.type, j.status, j.attempts, j.created_at AS "createdAt", j.finished_at AS "finishedAt"
-  FROM ${schema}.jobs AS j WHERE j.workflow_id = $1::bigint ORDER BY j.id LIMIT 1000`,
+  FROM ${schema}.jobs AS j WHERE j.workflow_id = $1::bigint ORDER BY j.id DESC LIMIT 1000`,
 );
 
-/** The task jobs the instance started (while retention keeps them). */
+/** The task jobs the instance started (while retention keeps them), the newest 1,000, oldest first. */
 export const workflowJobs = async (db: Queryable, id: JobId | number, options: StatementOptions = {}): Promise<WorkflowJob[]> =>
-  (await runStatement<WorkflowJob>(db, { text: jobsSql(options.schema ?? DEFAULT_SCHEMA), values: [checkWorkflowId(id)] }, options)).rows;
+  (await runStatement<WorkflowJob>(db, { text: jobsSql(options.schema ?? DEFAULT_SCHEMA), values: [checkWorkflowId(id)] }, options)).rows.reverse();
 
 const registerSql = perSchema(
   (schema) => `
@@ -514,7 +576,7 @@ export const registerWorkflowMachines = async (
 
 const machineSql = perSchema((schema) => `SELECT definition FROM ${schema}.workflow_machines WHERE name = $1::text AND fingerprint = $2::text`);
 
-/** The machine definition (machine.toJSON()) an instance runs, as its worker recorded it. */
+/** The machine an instance runs, as its worker recorded it (machineConfig: states, transitions, names), or null. */
 export const workflowMachine = async (db: Queryable, name: string, fingerprint: string, options: StatementOptions = {}): Promise<unknown> =>
   (await runStatement<{ definition: unknown }>(db, { text: machineSql(options.schema ?? DEFAULT_SCHEMA), values: [name, fingerprint] }, options)).rows[0]?.definition ??
   null;

@@ -39,12 +39,14 @@ CREATE INDEX workflows_finished_idx ON {{schema}}.workflows (finished_at) WHERE 
 
 -- The inbox and the history of each instance. kind: 'start' (its input), 'send' (sendToWorkflow),
 -- 'task' (a task job ended: job_id, and the job's status, result or error in event), 'timer' (a
--- delayed event, due at due_at, cancellable by send_id; wake_job is the job that applies it then).
--- outcome once applied: 'applied', or 'dropped' (note says why: a late task result, a finished instance).
+-- delayed event, due at due_at, cancellable by send_id; wake_job is the job that applies it then),
+-- 'cancel' (cancelWorkflow, recorded as applied). outcome once applied: 'applied', or 'dropped'
+-- (note says why: a late task result, no transition took it, a finished instance). by: who sent
+-- or cancelled, when the caller said.
 CREATE TABLE {{schema}}.workflow_events (
   id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   workflow_id bigint      NOT NULL,
-  kind        text        NOT NULL CHECK (kind IN ('start', 'send', 'task', 'timer')),
+  kind        text        NOT NULL CHECK (kind IN ('start', 'send', 'task', 'timer', 'cancel')),
   event       jsonb       NOT NULL,
   due_at      timestamptz NOT NULL DEFAULT now(),
   send_id     text,
@@ -55,18 +57,20 @@ CREATE TABLE {{schema}}.workflow_events (
   seq         integer,
   outcome     text        CHECK (outcome IN ('applied', 'dropped')),
   note        text,
-  state       jsonb
+  state       jsonb,
+  by          text        CHECK (by IS NULL OR length(by) BETWEEN 1 AND 200)
 );
 CREATE INDEX workflow_events_inbox_idx ON {{schema}}.workflow_events (workflow_id, id) WHERE applied_at IS NULL;
-CREATE INDEX workflow_events_history_idx ON {{schema}}.workflow_events (workflow_id, seq) WHERE applied_at IS NOT NULL;
+CREATE INDEX workflow_events_history_idx ON {{schema}}.workflow_events (workflow_id, applied_at) WHERE applied_at IS NOT NULL;
 
 -- The machines workers run, so that a console without the user's code can draw an instance's
--- statechart: one row per (name, fingerprint), written when a worker starts.
+-- statechart: one row per (name, fingerprint), written when a worker starts. json, not jsonb: the
+-- states keep the order they are written in, which is the order they are drawn in.
 CREATE TABLE {{schema}}.workflow_machines (
   name        text        NOT NULL,
   fingerprint text        NOT NULL,
   version     text        NOT NULL,
-  definition  jsonb       NOT NULL,
+  definition  json        NOT NULL,
   seen_at     timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (name, fingerprint)
 );
