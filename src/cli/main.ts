@@ -16,6 +16,7 @@ import { queuesCommand } from "./queues.ts";
 import { schedulesCommand } from "./schedules.ts";
 import { statsCommand } from "./stats.ts";
 import { workerCommand } from "./worker.ts";
+import { workflowsCommand } from "./workflows.ts";
 
 const program = new Command()
   .name("picket")
@@ -30,6 +31,7 @@ enqueueCommand(program);
 statsCommand(program);
 jobsCommand(program);
 flowsCommand(program);
+workflowsCommand(program);
 migrateCommand(program);
 machinesCommand(program);
 dashboardCommand(program);
