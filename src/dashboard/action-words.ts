@@ -65,3 +65,15 @@ export const scheduleMessage = (action: "pause" | "resume" | "trigger", name: st
   if (action === "pause") return outcome === "applied" ? `schedule ${name} paused: it fires no tick until resumed` : `schedule ${name} was already paused`;
   return outcome === "applied" ? `schedule ${name} resumed: it fires from its next tick (the ticks while it was paused are skipped)` : `schedule ${name} was not paused`;
 };
+
+const taskJobs = (n: number) => `${n} task job${n === 1 ? "" : "s"}`;
+
+export const workflowCancelMessage = (id: string, result: { outcome: string; status?: string; tasks: number }): string =>
+  result.outcome === "applied"
+    ? `workflow ${id} cancelled: nothing more is applied, its inbox is dropped${result.tasks > 0 ? `, and ${taskJobs(result.tasks)} in flight cancelled (a running one's handler is being stopped)` : ""}`
+    : `workflow ${id} has already finished (${result.status}): nothing was done`;
+
+export const workflowSendMessage = (id: string, type: string, result: { outcome: string; status?: string; eventId?: string }): string =>
+  result.outcome === "applied"
+    ? `${type} sent to workflow ${id} (event ${result.eventId}): a worker that runs it applies it next`
+    : `workflow ${id} has finished (${result.status}): an event cannot change it, and ${type} was not sent`;

@@ -73,6 +73,17 @@ ${MODULES.map((path) => `<link rel="modulepreload" href="${path.slice(1)}">`).jo
   svg .node.st-waiting rect { stroke-dasharray: 5 3; }
   svg .node.more rect { fill: var(--bg); }
   svg .flow-edge.ignore, svg .flow-edge.wait { stroke-dasharray: 4 3; }
+  svg .state.final rect { stroke-width: 2.5; }
+  svg .state text.path { fill: var(--muted); font-size: 9px; }
+  svg .state.lit text.path { fill: #dbe6ff; }
+  svg .edge-label { fill: var(--muted); font-size: 9px; }
+  .split { display: grid; gap: 16px; grid-template-columns: minmax(0, 2fr) minmax(0, 3fr); align-items: start; }
+  tr.picked td { background: var(--bg); font-weight: 600; }
+  #workflow-panel h3 { font-size: 14px; margin: 14px 0 6px; }
+  #workflow-panel .context { min-width: 220px; max-width: 420px; }
+  #workflow-panel .context pre { max-height: 220px; overflow: auto; }
+  form.send { display: flex; flex-wrap: wrap; gap: 6px 10px; align-items: center; margin: 6px 0 10px; }
+  button.chip { font-size: 12px; padding: 0 8px; }
   input { font: inherit; padding: 2px 6px; }
   section { overflow-x: auto; }
   /* What an action did: fixed at the bottom, where it is seen wherever the button was. */
@@ -93,6 +104,7 @@ ${MODULES.map((path) => `<link rel="modulepreload" href="${path.slice(1)}">`).jo
   @media (max-width: 800px) {
     main { grid-template-columns: 1fr; padding: 10px; }
     header { flex-wrap: wrap; padding: 10px; }
+    .split { grid-template-columns: 1fr; }
   }
 </style>
 </head>

@@ -50,11 +50,25 @@ import {
   type StatementOptions,
 } from "../db/index.ts";
 import { checkOperatorName } from "../db/job-history.ts";
+import {
+  cancelWorkflow,
+  getWorkflow,
+  listWorkflows,
+  sendToWorkflow,
+  workflowCounts,
+  workflowHistory,
+  workflowJobs,
+  workflowMachine,
+  WorkflowFinishedError,
+  WorkflowNotFoundError,
+  type Workflow,
+  type WorkflowStatus,
+} from "../db/workflows.ts";
 import { jobMachine, machineConfig, supervisorMachine } from "../machines/index.ts";
 import { createLogger, type Logger } from "../runtime/logger.ts";
 import { nodeListener, serveFetchHandler } from "../runtime/serve-fetch.ts";
 import { bearerToken, hostName, loopbackHosts, requestHost, tokenRefusal } from "./access.ts";
-import { bulkMessage, jobActionMessage, pauseMessage, resumeMessage, scheduleMessage } from "./action-words.ts";
+import { bulkMessage, jobActionMessage, pauseMessage, resumeMessage, scheduleMessage, workflowCancelMessage, workflowSendMessage } from "./action-words.ts";
 import { ASSETS, assetText } from "./assets.ts";
 import { LiveFeed } from "./live-feed.ts";
 import { DASHBOARD_PAGE } from "./page.ts";
@@ -113,6 +127,18 @@ const answered = <A extends object | number | null>(run: () => Promise<A>, respo
 
 /** A job route's id that is no job id: the caller's mistake (400), not the database's (503). */
 const badJobId = (id: string | undefined) => json({ error: `job id must be a positive integer (got ${JSON.stringify(id ?? "")})` }, 400);
+
+/** A workflow route's id that is no id (400), as a flow's. */
+const badWorkflowId = (id: string | undefined) => json({ error: `workflow id must be a positive integer (got ${JSON.stringify(id ?? "")})` }, 400);
+
+/**
+ * A workflow as its list shows it: enough to pick it out. Its context and output (a job's payload
+ * and result, as it were) are on its page, as a job's are on the job's page.
+ */
+const listed = ({ context: _context, output: _output, tasks: _tasks, ...workflow }: Workflow) => workflow;
+
+/** Most bytes of an event a send takes (its JSON text). */
+const MAX_EVENT_BYTES = 1_000_000;
 
 const BY_HEADER = "x-picket-by";
 
@@ -443,6 +469,98 @@ export const dashboardRoutes = (options: DashboardOptions) => {
             const result = { outcome: jobs.length > 0 ? "applied" : "nothing_live", cancelled: jobs.length };
             const message = jobs.length > 0 ? `flow ${id}: cancelled ${jobs.length} job${jobs.length === 1 ? "" : "s"} and what depended on them` : `flow ${id} has no live job to cancel`;
             return { result, message, on: `flow ${id}` };
+          });
+        }),
+      ),
+    ),
+    // Workflows: the newest instances (?name=, ?status=, ?before=<id>) with the counts by workflow,
+    // status and state; an instance with its machine, its events and the jobs it started; a cancel,
+    // and an event sent.
+    HttpRouter.add(
+      "GET",
+      "/api/workflows",
+      guarded(
+        Effect.gen(function* () {
+          const query = new URL((yield* HttpServerRequest.HttpServerRequest).url, "http://dashboard").searchParams;
+          const filter = {
+            name: query.get("name") || undefined,
+            status: (query.get("status") || undefined) as WorkflowStatus | undefined,
+            before: query.get("before") || undefined,
+            limit: 50,
+          };
+          const read = async () => {
+            const [workflows, counts] = await Promise.all([listWorkflows(db, filter, statements), workflowCounts(db, statements)]);
+            return { workflows: workflows.map(listed), counts };
+          };
+          return yield* answered(read, (body) => json(body));
+        }),
+        true,
+      ),
+    ),
+    HttpRouter.add(
+      "GET",
+      "/api/workflows/:id",
+      guarded(Effect.gen(function* () {
+        const { id } = yield* HttpRouter.params;
+        if (id === undefined || !isJobId(id)) return badWorkflowId(id);
+        // The machine is the one its worker recorded for the instance's fingerprint: none before a
+        // worker applied its start, or when no worker that ran it recorded it.
+        const read = async () => {
+          const workflow = await getWorkflow(db, id, statements);
+          if (workflow === null) return null;
+          const [machine, events, jobs] = await Promise.all([
+            workflow.fingerprint === null ? null : workflowMachine(db, workflow.name, workflow.fingerprint, statements),
+            workflowHistory(db, workflow.id, statements),
+            workflowJobs(db, workflow.id, statements),
+          ]);
+          return { workflow, machine, ...events, jobs };
+        };
+        return yield* answered(read, (found) => (found === null ? json({ error: `no workflow ${id}` }, 404) : json(found)));
+      }), true),
+    ),
+    HttpRouter.add(
+      "POST",
+      "/api/workflows/:id/cancel",
+      write<{ outcome: string; status?: string; tasks: number }>("cancel workflow", (_request, by) =>
+        Effect.gen(function* () {
+          const { id } = yield* HttpRouter.params;
+          if (id === undefined || !isJobId(id)) return badWorkflowId(id);
+          return yield* attempt(async () => {
+            const cancelled = await cancelWorkflow(db, id, { ...statements, by });
+            if (cancelled.outcome === "not_found") return json({ error: `no workflow ${id}` }, 404);
+            const result = { ...cancelled, outcome: cancelled.outcome === "cancelled" ? "applied" : cancelled.outcome };
+            return { result, message: workflowCancelMessage(id, result), on: `workflow ${id}` };
+          });
+        }),
+      ),
+    ),
+    HttpRouter.add(
+      "POST",
+      "/api/workflows/:id/send",
+      write<{ outcome: string; status?: string; eventId?: string }>("send to workflow", (request, by) =>
+        Effect.gen(function* () {
+          const { id } = yield* HttpRouter.params;
+          if (id === undefined || !isJobId(id)) return badWorkflowId(id);
+          const text = yield* request.text.pipe(Effect.catch(() => Effect.succeed(undefined)));
+          if (text !== undefined && Buffer.byteLength(text) > MAX_EVENT_BYTES) return json({ error: `an event is at most ${MAX_EVENT_BYTES} bytes of JSON` }, 413);
+          let event: unknown;
+          try {
+            event = JSON.parse(text ?? "");
+          } catch {
+            return json({ error: `send the event as the request's body, JSON such as {"type":"APPROVE"} (got ${JSON.stringify((text ?? "").slice(0, 40))})` }, 400);
+          }
+          return yield* attempt(async () => {
+            const type = typeof (event as { type?: unknown })?.type === "string" ? (event as { type: string }).type : "the event";
+            try {
+              const { eventId } = await sendToWorkflow(db, id, event as { type: string }, { ...statements, by });
+              const result = { outcome: "applied", eventId };
+              return { result, message: workflowSendMessage(id, type, result), on: `workflow ${id} (${type})` };
+            } catch (error) {
+              if (error instanceof WorkflowNotFoundError) return json({ error: `no workflow ${id}` }, 404);
+              if (!(error instanceof WorkflowFinishedError)) throw error;
+              const result = { outcome: "finished", status: error.status };
+              return { result, message: workflowSendMessage(id, type, result), on: `workflow ${id} (${type})` };
+            }
           });
         }),
       ),

@@ -29,13 +29,14 @@ export const tell = (text, bad) => {
 export const question = createStore(null);
 export const confirmed = (text, go) => new Promise((answer) => question.set({ text, go, answer }));
 
-/** Asks, then POSTs the action and tells its answer; true when the server did it. */
-export const act = async (path, [text, go]) => {
+/** Asks, then POSTs the action (with `sent`, JSON text, when it takes a body) and tells its answer; true when the server did it. */
+export const act = async (path, [text, go], sent) => {
   if (!(await confirmed(text, go))) return false;
   const headers = authorization();
   if (askedBy.get().trim()) headers["x-picket-by"] = encodeURIComponent(askedBy.get().trim());
+  if (sent !== undefined) headers["content-type"] = "application/json";
   try {
-    const response = await fetch(path, { method: "POST", headers });
+    const response = await fetch(path, { method: "POST", headers, body: sent });
     const body = await response.json();
     tell(body.message ?? body.error, !response.ok);
     return response.ok;

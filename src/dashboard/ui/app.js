@@ -1,7 +1,7 @@
 // The dashboard's page: the header (live status, who is asking, the token), the panels, the
 // answer of the last action and the dialog that confirms each one. A snapshot arrives every
-// interval on /api/events; the job browser, a job's page, a worker's page and the history read
-// their own routes.
+// interval on /api/events; the job browser, a job's page, a worker's page, the flows, the workflows
+// and the history read their own routes.
 import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { askedBy, getJson, question, toast, token } from "./api.js";
@@ -10,12 +10,13 @@ import { History } from "./history.js";
 import { html } from "./html.js";
 import { FlowPanel, FlowsTable } from "./flows.js";
 import { FailedTable, JobPanel } from "./jobs.js";
-import { openFlow, openJob } from "./nav.js";
+import { openFlow, openJob, openWorkflow } from "./nav.js";
 import { QueuesTable, TaskTable } from "./queues.js";
 import { SchedulesTable } from "./schedules.js";
 import { layout } from "./statechart.js";
 import { useStore } from "./store.js";
 import { WorkerPanel, WorkersTable } from "./workers.js";
+import { WorkflowPanel, WorkflowsTable } from "./workflows.js";
 
 // EventSource sends no headers: the token, when there is one, goes in the query.
 const openStream = (tokenValue) => new EventSource("api/events" + (tokenValue ? "?token=" + encodeURIComponent(tokenValue) : ""));
@@ -130,6 +131,8 @@ const App = () => {
       <${WorkerPanel} layouts=${layouts} />
       <section class="wide" id="flows"><h2>Flows</h2><${FlowsTable} /></section>
       <${FlowPanel} />
+      <section class="wide" id="workflows"><h2>Workflows</h2><${WorkflowsTable} /></section>
+      <${WorkflowPanel} />
       <section class="wide"><h2>Schedules</h2>${s && html`<${SchedulesTable} schedules=${s.schedules ?? []} lastJobs=${s.scheduleJobs ?? []} />`}</section>
       <section><h2>Recent failures (retrying)</h2>${s && html`<${FailedTable} rows=${s.retrying} action="cancel" />`}</section>
       <section><h2>Dead jobs</h2>${s && html`<${FailedTable} rows=${s.dead} action="retry" />`}</section>
@@ -143,4 +146,5 @@ const App = () => {
 // For a test or a console: open a job's page by id.
 window.openJob = (id) => openJob.set(String(id));
 window.openFlow = (id) => openFlow.set(String(id));
+window.openWorkflow = (id) => openWorkflow.set(String(id));
 render(html`<${App} />`, document.getElementById("app"));

@@ -9,6 +9,8 @@ export const ASK = {
   "schedule-pause": (name) => ["Pause schedule " + name + "? It fires no tick until resumed; the ticks meanwhile are skipped.", "pause"],
   "schedule-resume": (name) => ["Resume schedule " + name + "? It fires from its next tick.", "resume"],
   "flow-cancel": (id) => ["Cancel flow " + id + "? Every live job of it is cancelled, running ones told to stop, and what depends on them with them.", "cancel the flow"],
+  "workflow-cancel": (id) => ["Cancel workflow " + id + "? Nothing more is applied to it: its inbox and timers are dropped, and its tasks in flight cancelled (running ones told to stop).", "cancel the workflow"],
+  "workflow-send": (id, event) => ["Send " + event + " to workflow " + id + "? A worker applies it after the events already in its inbox; a state that does not take it records it as dropped.", "send the event"],
   "schedule-trigger": (name) => ["Trigger schedule " + name + " now? One job is made at once, as a tick would make it.", "trigger now"],
 };
 
