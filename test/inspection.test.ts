@@ -8,6 +8,8 @@ import { enqueueJobs } from "../src/db/index.ts";
 import { createActor, createMachine, setup } from "xstate";
 import { parentFor, REDACTED } from "../src/runtime/inspection.ts";
 import { defineTask } from "../src/runtime/task.ts";
+import { defineWorkflow } from "../src/workflows/definition.ts";
+import { getWorkflow, sendToWorkflow, startWorkflow } from "../src/db/workflows.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { startWorker } from "./support/worker.ts";
 
@@ -113,5 +115,48 @@ describe("an inspector attached to a supervisor", () => {
     // Still one tree: the job's actor is the supervisor's child, in its system, seen by its inspector.
     expect((job as unknown as { _parent: { sessionId: string } })._parent.sessionId).toBe(supervisor.sessionId);
     expect(seen).toContain(`@xstate.actor ${job.sessionId}`);
+  });
+});
+
+describe("a workflow instance in the inspector", () => {
+  const approval = defineWorkflow({
+    name: "inspected-approval",
+    machine: setup({ types: {} as { context: { card: string }; input: { card: string } } }).createMachine({
+      id: "approval",
+      context: ({ input }) => ({ card: input.card }),
+      initial: "waiting",
+      states: { waiting: { on: { APPROVE: "approved" } }, approved: { type: "final" } },
+    }),
+  });
+
+  const inspectedWorkflow = async (logPayloads: boolean) => {
+    const sent: Sent[] = [];
+    const inspector = createInspector({ send: (event) => void sent.push(event as Sent), start: () => undefined, stop: () => undefined });
+    const { supervisor } = await startWorker({ connectionString: db.url, tasks: [], workflows: [approval], inspect: inspector.inspect, logPayloads });
+    const { id } = await startWorkflow(db.pool, approval, { card: SECRET });
+    await expect.poll(async () => (await getWorkflow(db.pool, id))!.state, { timeout: 10_000 }).toBe("waiting");
+    await sendToWorkflow(db.pool, id, { type: "APPROVE", note: SECRET });
+    await expect.poll(async () => (await getWorkflow(db.pool, id))!.status, { timeout: 10_000 }).toBe("done");
+    await supervisor.stop();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    return { sent: sent.filter((e) => e.sessionId === `picket-workflow-${id}`), id };
+  };
+
+  it("is an actor named after it, defined by the user's machine, with an event and a snapshot per event applied; no context or event data", async () => {
+    const { sent, id } = await inspectedWorkflow(false);
+    const actors = sent.filter((e) => e.type === "@xstate.actor");
+    expect(actors.map((e) => e.name)).toEqual([`inspected-approval #${id}`]);
+    expect(JSON.parse((actors[0] as unknown as { definition: string }).definition)).toMatchObject({ id: "approval", initial: "waiting" });
+    expect(sent.filter((e) => e.type === "@xstate.event").map((e) => e.event!.type)).toEqual(["xstate.init", "APPROVE"]);
+    expect(sent.filter((e) => e.type === "@xstate.snapshot").map((e) => [e.snapshot!.value, e.snapshot!.status])).toEqual([["waiting", "active"], ["approved", "done"]]);
+    const everything = JSON.stringify(sent);
+    expect(everything).not.toContain(SECRET);
+    expect(everything).toContain(REDACTED);
+  });
+
+  it("shows the context and the events' data with logPayloads", async () => {
+    const { sent } = await inspectedWorkflow(true);
+    expect(sent.filter((e) => e.type === "@xstate.snapshot").map((e) => e.snapshot!.context)).toEqual([{ card: SECRET }, { card: SECRET }]);
+    expect(sent.filter((e) => e.type === "@xstate.event").at(-1)!.event).toEqual({ type: "APPROVE", note: SECRET });
   });
 });

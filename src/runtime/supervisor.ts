@@ -40,6 +40,7 @@ import { createJobRuntime, type JobRuntime } from "./job-runtime.ts";
 import { inspectorFor, parentFor } from "./inspection.ts";
 import { applierTask, workflowRegistry, type ApplierDeps, type WorkflowRegistry } from "../workflows/applier.ts";
 import { registerWorkflowMachines } from "../db/workflows.ts";
+import { workflowInspection } from "../workflows/inspect.ts";
 import { LeaseWatch, leaseMarginMs, localDeadline } from "./lease-watch.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { WorkerMetrics } from "./metrics.ts";
@@ -142,6 +143,8 @@ export class Supervisor {
   private readonly claimer: Claimer;
   /** The workflows this worker applies events of, when given any. */
   private readonly workflows: WorkflowRegistry | undefined;
+  /** With an inspector: tells it of each workflow event applied here. */
+  private workflowsInspected: ApplierDeps["applied"];
 
   constructor(options: SupervisorOptions) {
     // Workflows run as one more task: the applier of their events.
@@ -238,7 +241,10 @@ export class Supervisor {
     }));
     if (this.options.migrate) await migrate(this.pool, { schema: this.config.schema });
     else await this.requireSchema();
-    if (this.workflows) await registerWorkflowMachines(this.pool, this.workflows.machines(), this.statements);
+    if (this.workflows) {
+      await registerWorkflowMachines(this.pool, this.workflows.machines(), this.statements);
+      if (this.options.inspect) this.workflowsInspected = workflowInspection(this.options.inspect, this.config.logPayloads);
+    }
     const inspect = this.options.inspect && inspectorFor(this.options.inspect, this.config.logPayloads);
     let jobParent: AnyActorRef | undefined;
     const pool = this.pool;
@@ -313,7 +319,7 @@ export class Supervisor {
 
   /** What the workflow applier uses of this worker, once started. */
   private applierDeps(): ApplierDeps {
-    return { db: this.pool!, statements: this.statements, logger: this.logger };
+    return { db: this.pool!, statements: this.statements, logger: this.logger, applied: this.workflowsInspected };
   }
 
   /** Starts the health endpoint; when it cannot listen, start() fails with nothing left open. */
