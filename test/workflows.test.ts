@@ -428,3 +428,33 @@ describe("versions", () => {
     expect(history.find((e) => e.kind === "send")!.note).toBe("migrated from version 1 to 3");
   });
 });
+
+describe("retention", () => {
+  it("removes instances that ended done or cancelled, with their histories, once old enough; keeps failed and live ones", async () => {
+    const done = await startWorkflow(db.pool, counter, null);
+    const cancelled = await startWorkflow(db.pool, counter, null);
+    const live = await startWorkflow(db.pool, counter, null);
+    const failing = defineWorkflow({
+      name: "failing",
+      machine: setup({ types: {} as { context: { n: number } } }).createMachine({
+        context: { n: 0 },
+        initial: "a",
+        states: { a: { on: { BOOM: { actions: assign({ n: () => { throw new Error("assign threw"); } }) } } } },
+      }),
+    });
+    const failed = await startWorkflow(db.pool, failing, null);
+    await worker({ tasks: [], workflows: [counter, failing], retention: { olderThanMs: 0, intervalMs: 1_000 } });
+    await inState(done.id, "counting");
+    await sendToWorkflow(db.pool, done.id, { type: "FINISH" });
+    await cancelWorkflow(db.pool, cancelled.id);
+    await inState(failed.id, "a");
+    await sendToWorkflow(db.pool, failed.id, { type: "BOOM" });
+    await until("the failure", async () => (await getWorkflow(db.pool, failed.id))!.status === "failed");
+    expect((await getWorkflow(db.pool, failed.id))!.error).toBe("assign threw");
+    await until("retention", async () => (await getWorkflow(db.pool, done.id)) === null && (await getWorkflow(db.pool, cancelled.id)) === null);
+    const events = await db.pool.query("SELECT workflow_id::text AS id, count(*)::int AS n FROM picket.workflow_events WHERE workflow_id = ANY($1) GROUP BY 1 ORDER BY 1", [[done.id, cancelled.id, live.id, failed.id]]);
+    expect(events.rows).toEqual([{ id: live.id, n: 1 }, { id: failed.id, n: 2 }].sort((a, b) => Number(a.id) - Number(b.id)));
+    expect((await getWorkflow(db.pool, live.id))!.status).toBe("running");
+    expect((await getWorkflow(db.pool, failed.id))!.status).toBe("failed");
+  });
+});

@@ -33,3 +33,4 @@ export * from "./workers.ts";
 export * from "./dashboard.ts";
 export * from "./steps.ts";
 export * from "./flows.ts";
+export * from "./workflows.ts";

@@ -580,3 +580,23 @@ const machineSql = perSchema((schema) => `SELECT definition FROM ${schema}.workf
 export const workflowMachine = async (db: Queryable, name: string, fingerprint: string, options: StatementOptions = {}): Promise<unknown> =>
   (await runStatement<{ definition: unknown }>(db, { text: machineSql(options.schema ?? DEFAULT_SCHEMA), values: [name, fingerprint] }, options)).rows[0]?.definition ??
   null;
+
+// Retention: an instance that ended done or cancelled goes with its events, oldest finished first, at
+// most $2 per statement. A failed one stays, as a dead job does, until an operator deletes it. Its
+// task jobs are jobs: the jobs' own retention removes them.
+const deleteFinishedSql = perSchema(
+  (schema) => `
+  WITH gone AS (
+    SELECT w.id FROM ${schema}.workflows AS w
+    WHERE w.finished_at < now() - $1::float8 * interval '1 millisecond' AND w.status IN ('done', 'cancelled')
+    ORDER BY w.finished_at LIMIT $2::int
+    FOR UPDATE SKIP LOCKED
+  ), events AS (
+    DELETE FROM ${schema}.workflow_events AS e WHERE e.workflow_id = ANY (ARRAY(SELECT id FROM gone))
+  )
+  DELETE FROM ${schema}.workflows AS w WHERE w.id = ANY (ARRAY(SELECT id FROM gone))`,
+);
+
+/** Deletes up to `batchSize` instances that ended done or cancelled more than `olderThanMs` ago; returns how many. */
+export const deleteFinishedWorkflows = async (db: Queryable, args: { olderThanMs: number; batchSize: number }, options: StatementOptions = {}): Promise<number> =>
+  (await runStatement(db, { text: deleteFinishedSql(options.schema ?? DEFAULT_SCHEMA), values: [args.olderThanMs, args.batchSize] }, options)).rowCount ?? 0;

@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect";
 import {
   beat,
   deleteFinishedFlows,
+  deleteFinishedWorkflows,
   deleteFinishedJobs,
   leaseOf,
   recordHistory,
@@ -116,7 +117,12 @@ const retention = (
     for (let n = batchSize; n === batchSize; flows += n) {
       n = yield* attempt(() => deleteFinishedFlows(pool, { olderThanMs, batchSize }, statements));
     }
-    if (deleted > 0 || flows > 0) logger.info({ deleted, flows }, "retention deleted old finished jobs");
+    // Workflow instances that ended done or cancelled, with their histories.
+    let workflows = 0;
+    for (let n = batchSize; n === batchSize; workflows += n) {
+      n = yield* attempt(() => deleteFinishedWorkflows(pool, { olderThanMs, batchSize }, statements));
+    }
+    if (deleted > 0 || flows > 0 || workflows > 0) logger.info({ deleted, flows, workflows }, "retention deleted old finished jobs");
   });
 
 /**

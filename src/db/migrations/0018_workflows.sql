@@ -61,7 +61,8 @@ CREATE TABLE {{schema}}.workflow_events (
   by          text        CHECK (by IS NULL OR length(by) BETWEEN 1 AND 200)
 );
 CREATE INDEX workflow_events_inbox_idx ON {{schema}}.workflow_events (workflow_id, id) WHERE applied_at IS NULL;
-CREATE INDEX workflow_events_history_idx ON {{schema}}.workflow_events (workflow_id, applied_at) WHERE applied_at IS NOT NULL;
+-- An instance's history in the order applied; retention finds all of an instance's events by it too.
+CREATE INDEX workflow_events_history_idx ON {{schema}}.workflow_events (workflow_id, applied_at);
 
 -- The machines workers run, so that a console without the user's code can draw an instance's
 -- statechart: one row per (name, fingerprint), written when a worker starts. json, not jsonb: the
