@@ -1,7 +1,23 @@
 // The claim, the sweep and retention stay index scans however many finished rows pile up, and
 // every statement that writes a batch finds its rows by primary key, however it is planned.
 import { describe, expect, it } from "vitest";
-import { claimJobs, completeJobs, deleteFinishedJobs, failJobs, migrate, openPool, releaseJobs, renewLeases, sweepExpiredClaims } from "../src/db/index.ts";
+import {
+  claimJobs,
+  completeJobs,
+  deleteFinishedJobs,
+  deleteFinishedWorkflows,
+  failJobs,
+  migrate,
+  openPool,
+  readForApply,
+  releaseJobs,
+  renewLeases,
+  sendToWorkflow,
+  startWorkflow,
+  sweepExpiredClaims,
+  workflowHistory,
+  writeApply,
+} from "../src/db/index.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { want } from "./support/factory.ts";
 
@@ -231,6 +247,119 @@ describe("hot statements on a never-analyzed table, planned while it was empty (
             expect(w.work, `${name}, ${when}: work ${w.work} for ${TOUCHED} rows`).toBeLessThanOrEqual(WORK_PER_ROW * TOUCHED);
           }
         }
+      } finally {
+        client.release();
+      }
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+// Invariant 14 for workflows: the applier's read and write, a send, a start with a key, the history
+// and retention, each prepared on an empty schema (as a new service's first instance plans them),
+// then run, never analyzed, on 2,000 instances with 50 events each and 20,000 task jobs. Each reads
+// one instance's rows: its work stays bounded, and no statement scans a whole table.
+describe("workflow statements on a never-analyzed table, planned while it was empty (invariant 14)", () => {
+  const planWork = (plan: PlanWithCounts[]) =>
+    plan.reduce((sum, n) => sum + n["Actual Rows"] * n["Actual Loops"] + (n["Rows Removed by Filter"] ?? 0) + (n["Rows Removed by Join Filter"] ?? 0), 0);
+
+  it("read, apply, send, start, history and retention touch one instance's rows, however many there are", async () => {
+    const schema = "fresh_workflows";
+    const pool = await openPool({ connectionString: db.url, max: 2 });
+    try {
+      await migrate(pool, { schema });
+      const options = { schema };
+      // The instance every statement is about; filled in after the load.
+      const target = { id: "1", seq: 0, event: "1", task: "1", claim: { id: "1", token: "00000000-0000-4000-8000-000000000000" } };
+      const statements: Record<string, Run> = {
+        read: (q) => readForApply(q as never, target.id, options),
+        apply: (q) =>
+          writeApply(
+            q as never,
+            {
+              workflowId: target.id,
+              seq: target.seq,
+              eventId: target.event,
+              claim: target.claim,
+              snapshot: { value: "b" },
+              state: "b",
+              status: "running",
+              version: "1",
+              fingerprint: "f",
+              outcome: "applied",
+              note: null,
+              startTasks: [{ invokeId: "t", type: "task", payload: {} }],
+              stopTasks: [{ invokeId: "s", jobId: target.task }],
+              startTimers: [{ sendId: "x", event: { type: "x" }, delayMs: 1000 }],
+              cancelTimers: ["y"],
+            },
+            options,
+          ),
+        send: (q) => sendToWorkflow(q as never, target.id, { type: "GO" }, options),
+        start: (q) => startWorkflow(q as never, "w", null, { ...options, key: "k-1" }),
+        history: (q) => workflowHistory(q as never, target.id, { ...options, limit: 20 }),
+        retention: (q) => deleteFinishedWorkflows(q as never, { olderThanMs: 3_600_000, batchSize: 10 }, options),
+      };
+      const client = await pool.connect();
+      try {
+        for (const [name, run] of Object.entries(statements)) {
+          const { text, values } = await capture(run);
+          await client.query(`PREPARE wf_${name} AS ${text}`);
+          await client.query("BEGIN");
+          await client.query(`EXECUTE wf_${name}(${values!.map((v) => client.escapeLiteral(literal(v))).join(", ")})`);
+          await client.query("ROLLBACK");
+        }
+        await pool.query(`INSERT INTO ${schema}.workflows (name, key, status, seq, finished_at) SELECT 'w', 'k-' || i, 'running', 50, NULL FROM generate_series(1, 2000) AS i`);
+        await pool.query(
+          `INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, applied_at, seq, outcome)
+           SELECT w, 'send', '{"type":"GO"}', now() - interval '1 hour', s, 'applied' FROM generate_series(1, 2000) AS w, generate_series(1, 50) AS s`,
+        );
+        await pool.query(`INSERT INTO ${schema}.workflow_events (workflow_id, kind, event) SELECT w, 'send', '{"type":"GO"}' FROM generate_series(1, 2000) AS w`);
+        await pool.query(`INSERT INTO ${schema}.jobs (type, workflow_id) SELECT 'task', w FROM generate_series(1, 2000) AS w, generate_series(1, 10)`);
+        // Beside them, a backlog: 20,000 pending jobs and 2,000 running ones, timers' wake-ups among them.
+        await pool.query(`INSERT INTO ${schema}.jobs (type) SELECT 'other' FROM generate_series(1, 20000)`);
+        await pool.query(`INSERT INTO ${schema}.jobs (type, status, claim_token, lock_until) SELECT 'other', 'processing', gen_random_uuid(), now() + interval '1 hour' FROM generate_series(1, 2000)`);
+        const { rows: [applier] } = await pool.query(
+          `INSERT INTO ${schema}.jobs (type, status, claim_token, lock_until, payload) VALUES ('picket.workflow', 'processing', gen_random_uuid(), now() + interval '1 minute', '{"workflow":1000}') RETURNING id::text, claim_token::text AS token`,
+        );
+        const { rows: [event] } = await pool.query(`SELECT id::text FROM ${schema}.workflow_events WHERE workflow_id = 1000 AND applied_at IS NULL`);
+        // A timer of the instance, the one the apply cancels, with its pending wake-up job.
+        const { rows: [wake] } = await pool.query(`INSERT INTO ${schema}.jobs (type, run_at) VALUES ('picket.workflow', now() + interval '1 hour') RETURNING id::text`);
+        await pool.query(`INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, due_at, send_id, wake_job) VALUES (1000, 'timer', '{"type":"y"}', now() + interval '1 hour', 'y', $1)`, [wake.id]);
+        const { rows: [task] } = await pool.query(`SELECT id::text FROM ${schema}.jobs WHERE workflow_id = 1000 LIMIT 1`);
+        Object.assign(target, { id: "1000", seq: 50, event: event.id, task: task.id, claim: { id: applier.id, token: applier.token } });
+        const { rows: [stats] } = await pool.query(`SELECT reltuples FROM pg_class WHERE oid = '${schema}.workflow_events'::regclass`);
+        expect(stats.reltuples, "the table must never have been analyzed").toBe(-1);
+
+        const measure = async (prefix: string, when: string) => {
+          for (const [name, run] of Object.entries(statements)) {
+            const { values } = await capture(run);
+            await client.query("BEGIN");
+            const { rows } = await client.query(`EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE ${prefix}_${name}(${values!.map((v) => client.escapeLiteral(literal(v))).join(", ")})`);
+            await client.query("ROLLBACK");
+            const plan = nodes(rows[0]["QUERY PLAN"][0].Plan) as PlanWithCounts[];
+            const seqScans = plan.filter((n) => n["Node Type"] === "Seq Scan" && ["workflows", "workflow_events", "jobs"].includes(n["Relation Name"] ?? ""));
+            expect(seqScans.map((n) => n["Relation Name"]), `${name}, ${when}: sequential scans`).toEqual([]);
+            // One instance has 52 events and 10 jobs: a few hundred rows of work at most, against 102,000 events and 42,000 jobs in all.
+            expect(planWork(plan), `${name}, ${when}: work ${JSON.stringify(plan.map((n) => [n["Node Type"], n["Index Name"], n["Actual Rows"], n["Rows Removed by Filter"]]))}`).toBeLessThanOrEqual(500);
+          }
+        };
+        await measure("wf", "planned on the empty table");
+        await pool.query(`ANALYZE ${schema}.jobs, ${schema}.workflows, ${schema}.workflow_events`);
+        for (const [name, run] of Object.entries(statements)) {
+          const { text } = await capture(run);
+          await client.query(`PREPARE analyzed_${name} AS ${text}`);
+        }
+        await measure("analyzed", "planned on the analyzed tables");
+        // The apply did its work: the instance written, the task cancelled, the timer's wake-up gone.
+        await client.query("BEGIN");
+        const { values } = await capture(statements.apply!);
+        const { rows } = await client.query(`EXECUTE wf_apply(${values!.map((v) => client.escapeLiteral(literal(v))).join(", ")})`);
+        expect(rows[0]).toMatchObject({ written: 1, claimed: 1 });
+        expect((await client.query(`SELECT status FROM ${schema}.jobs WHERE id = $1`, [target.task])).rows).toEqual([{ status: "cancelled" }]);
+        expect((await client.query(`SELECT count(*)::int AS n FROM ${schema}.workflow_events WHERE workflow_id = 1000 AND send_id = 'y'`)).rows).toEqual([{ n: 0 }]);
+        await client.query("ROLLBACK");
       } finally {
         client.release();
       }

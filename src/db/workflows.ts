@@ -238,6 +238,10 @@ export interface ApplyWrite {
 // consumed, the tasks started are enqueued (ids drawn first, so the instance's task map names them),
 // the tasks stopped are cancelled (a processing one told at commit, as cancelJob tells it), timers
 // set (an inbox row due later and the job that applies it then) and cancelled (both deleted).
+// Invariant 14: each part reaches its rows by a key the statement is given ($1, the instance; job
+// ids probed one by one through the primary key, as the fenced writes do), gated on the instance's
+// write by a one-time EXISTS: planned on an empty table, a join to the written row put a scan of the
+// whole inbox first, and a job id list beside a status test drew the planner to the pending index.
 const applySql = perSchema(
   (schema) => `
   WITH claim AS (
@@ -266,7 +270,13 @@ const applySql = perSchema(
   ), stopped AS (
     UPDATE ${schema}.jobs AS j
     SET status = 'cancelled', finished_at = now(), lock_until = NULL, ${operatorSet(schema, "cancel", "'workflow'")}, updated_at = now()
-    FROM wf WHERE j.id = ANY ($26::bigint[]) AND j.workflow_id = wf.id AND j.status IN ('pending', 'processing')
+    WHERE j.id = ANY (ARRAY(
+      SELECT p.id FROM unnest($26::bigint[]) AS s(id)
+      JOIN LATERAL (
+        SELECT p.id FROM ${schema}.jobs AS p WHERE p.id = s.id AND p.workflow_id = $1::bigint AND p.status IN ('pending', 'processing') FOR UPDATE
+      ) AS p ON true
+      WHERE EXISTS (SELECT 1 FROM wf)
+    ))
     RETURNING j.id, j.claim_token
   ), told AS (
     SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || s.id || ':' || s.claim_token) FROM stopped AS s WHERE s.claim_token IS NOT NULL
@@ -279,11 +289,14 @@ const applySql = perSchema(
     SELECT wf.id, 'timer', t.event, now() + t.delay_ms * interval '1 millisecond', t.send_id, t.id
     FROM wf, unnest((SELECT a[cardinality($15::text[]) + 1:] FROM ids), $22::text[], $23::jsonb[], $24::float8[]) AS t(id, send_id, event, delay_ms)
   ), unset AS (
-    DELETE FROM ${schema}.workflow_events AS e USING wf
-    WHERE e.workflow_id = wf.id AND e.applied_at IS NULL AND e.kind = 'timer' AND e.send_id = ANY ($25::text[]) AND e.id <> $5::bigint
+    DELETE FROM ${schema}.workflow_events AS e
+    WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL AND e.kind = 'timer' AND e.send_id = ANY ($25::text[]) AND e.id <> $5::bigint
+      AND EXISTS (SELECT 1 FROM wf)
     RETURNING e.wake_job
   ), unwoken AS (
-    DELETE FROM ${schema}.jobs AS j WHERE j.id = ANY (ARRAY(SELECT u.wake_job FROM unset AS u)) AND j.status = 'pending'
+    DELETE FROM ${schema}.jobs AS j WHERE j.id = ANY (ARRAY(
+      SELECT p.id FROM unset AS u JOIN LATERAL (SELECT p.id FROM ${schema}.jobs AS p WHERE p.id = u.wake_job AND p.status = 'pending' FOR UPDATE) AS p ON true
+    ))
   )
   SELECT (SELECT count(*) FROM wf)::int AS written, (SELECT count(*) FROM claim)::int AS claimed, (SELECT count(*) FROM told)::int AS told`,
 );
