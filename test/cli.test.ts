@@ -191,7 +191,7 @@ describe("picket CLI", () => {
 });
 
 describe("examples", () => {
-  for (const example of ["embed.ts", "effect-layer.ts"]) {
+  for (const example of ["embed.ts", "effect-layer.ts", "order-saga/run.ts"]) {
     it(`examples/${example} runs to completion`, async () => {
       const file = fileURLToPath(new URL(`../examples/${example}`, import.meta.url));
       const run = await new Promise<Run>((resolve) => {

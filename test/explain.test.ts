@@ -9,7 +9,9 @@ import {
   failJobs,
   migrate,
   openPool,
+  holdForApply,
   readForApply,
+  releaseHold,
   releaseJobs,
   renewLeases,
   sendToWorkflow,
@@ -256,7 +258,7 @@ describe("hot statements on a never-analyzed table, planned while it was empty (
   });
 });
 
-// Invariant 14 for workflows: the applier's read and write, a send, a start with a key, the history
+// Invariant 14 for workflows: the applier's hold, read, write and release, a send, a start with a key, the history
 // and retention, each prepared on an empty schema (as a new service's first instance plans them),
 // then run, never analyzed, on 2,000 instances with 50 events each and 20,000 task jobs. Each reads
 // one instance's rows: its work stays bounded, and no statement scans a whole table.
@@ -264,7 +266,7 @@ describe("workflow statements on a never-analyzed table, planned while it was em
   const planWork = (plan: PlanWithCounts[]) =>
     plan.reduce((sum, n) => sum + n["Actual Rows"] * n["Actual Loops"] + (n["Rows Removed by Filter"] ?? 0) + (n["Rows Removed by Join Filter"] ?? 0), 0);
 
-  it("read, apply, send, start, history and retention touch one instance's rows, however many there are", async () => {
+  it("hold, read, apply, release, send, start, history and retention touch one instance's rows, however many there are", async () => {
     const schema = "fresh_workflows";
     const pool = await openPool({ connectionString: db.url, max: 2 });
     try {
@@ -273,7 +275,9 @@ describe("workflow statements on a never-analyzed table, planned while it was em
       // The instance every statement is about; filled in after the load.
       const target = { id: "1", seq: 0, event: "1", task: "1", claim: { id: "1", token: "00000000-0000-4000-8000-000000000000" } };
       const statements: Record<string, Run> = {
+        hold: (q) => holdForApply(q as never, target.id, target.claim, options),
         read: (q) => readForApply(q as never, target.id, options),
+        release: (q) => releaseHold(q as never, target.id, target.claim, options),
         apply: (q) =>
           writeApply(
             q as never,

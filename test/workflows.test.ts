@@ -13,6 +13,7 @@ import {
   workflowHistory,
   workflowJobs,
   APPLIER_TASK,
+  holdForApply,
 } from "../src/db/workflows.ts";
 import { defineWorkflow, task } from "../src/workflows/definition.ts";
 import { applyDueEvents, WorkflowRegistry } from "../src/workflows/applier.ts";
@@ -204,6 +205,56 @@ describe("applying events", () => {
     expect((await getWorkflow(db.pool, id))!).toMatchObject({ status: "starting", seq: 0, state: null });
     expect(await applyDueEvents(deps, registry, id, { id: live!.id, token: live!.claimToken }, new AbortController().signal)).toBe(1);
     expect((await getWorkflow(db.pool, id))!).toMatchObject({ status: "running", seq: 1, state: "counting" });
+  });
+
+  it("one applier holds an instance at a time: another ends at once and the holder applies its event; a dead holder's hold is taken", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    await otherAppliersGone(id);
+    const registry = new WorkflowRegistry([counter]);
+    const deps = { db: db.pool, statements: { schema: "picket" }, logger: quietLogger };
+    const signal = new AbortController().signal;
+    const claimOne = async (worker: string) => {
+      const [job] = await claimJobs(db.pool, worker, [want(APPLIER_TASK, { limit: 1 })]);
+      return { id: job!.id, token: job!.claimToken };
+    };
+    const a = await claimOne("worker-a");
+    expect(await holdForApply(db.pool, id, a)).toMatchObject({ outcome: "held" });
+    // An event sent while A holds: its applier finds the instance held and ends, applying nothing.
+    await sendToWorkflow(db.pool, id, { type: "INC" });
+    const b = await claimOne("worker-b");
+    expect(await holdForApply(db.pool, id, b)).toEqual({ outcome: "busy" });
+    expect(await applyDueEvents(deps, registry, id, b, signal)).toBe(0);
+    expect((await getWorkflow(db.pool, id))!.seq).toBe(0);
+    // A applies both the start and that event, lets go, and finds nothing more due.
+    expect(await applyDueEvents(deps, registry, id, a, signal)).toBe(2);
+    expect((await getWorkflow(db.pool, id))!).toMatchObject({ seq: 2, context: { n: 1 } });
+    expect((await db.pool.query("SELECT applier_job FROM picket.workflows WHERE id = $1", [id])).rows[0].applier_job).toBeNull();
+
+    // A holder that dies: its claim swept, its hold is free to the next applier.
+    await sendToWorkflow(db.pool, id, { type: "INC" });
+    await sendToWorkflow(db.pool, id, { type: "INC" });
+    const c = await claimOne("worker-c");
+    expect(await holdForApply(db.pool, id, c)).toMatchObject({ outcome: "held" });
+    const d = await claimOne("worker-d");
+    expect(await holdForApply(db.pool, id, d)).toEqual({ outcome: "busy" });
+    await expireLease(db.pool, c.id);
+    expect((await sweepExpiredClaims(db.pool, 10)).map((swept) => swept.id)).toContain(c.id);
+    expect(await applyDueEvents(deps, registry, id, d, signal)).toBe(2);
+    expect((await getWorkflow(db.pool, id))!).toMatchObject({ seq: 4, context: { n: 3 } });
+  });
+
+  it("a run stopped with events due (a drain) leaves them to a new applier job", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    await otherAppliersGone(id);
+    const registry = new WorkflowRegistry([counter]);
+    const deps = { db: db.pool, statements: { schema: "picket" }, logger: quietLogger };
+    const [job] = await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })]);
+    const drained = new AbortController();
+    drained.abort();
+    expect(await applyDueEvents(deps, registry, id, { id: job!.id, token: job!.claimToken }, drained.signal)).toBe(0);
+    const pending = await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = $1 AND status = 'pending' AND payload->>'workflow' = $2", [APPLIER_TASK, id]);
+    expect(pending.rows[0].n).toBe(1);
+    expect((await db.pool.query("SELECT applier_job FROM picket.workflows WHERE id = $1", [id])).rows[0].applier_job).toBeNull();
   });
 
   it("a task's result comes back as its done event, its failure as its error event (the task's retries are its own)", async () => {

@@ -192,21 +192,86 @@ export interface ApplyInput {
   jobId: JobId | null;
 }
 
-const readSql = perSchema(
-  (schema) => `
-  SELECT w.id::text AS id, w.name, w.version, w.fingerprint, w.status, w.snapshot, w.tasks, w.seq,
-         e.id::text AS "eventId", e.kind, e.event, e.job_id::text AS "jobId"
-  FROM ${schema}.workflows AS w
+// The instance's next due event. `e.due_at <= now()`: a timer waits in the inbox until it is due.
+const nextEvent = (schema: string, w: string) => `
   LEFT JOIN LATERAL (
     SELECT e.id, e.kind, e.event, e.job_id FROM ${schema}.workflow_events AS e
-    WHERE e.workflow_id = w.id AND e.applied_at IS NULL AND e.due_at <= now()
+    WHERE e.workflow_id = ${w}.id AND e.applied_at IS NULL AND e.due_at <= now()
     ORDER BY e.id LIMIT 1
-  ) AS e ON true
-  WHERE w.id = $1::bigint`,
-);
+  ) AS e ON true`;
+const applyColumns = (w: string) => `${w}.id::text AS id, ${w}.name, ${w}.version, ${w}.fingerprint, ${w}.status, ${w}.snapshot, ${w}.tasks, ${w}.seq,
+         e.id::text AS "eventId", e.kind, e.event, e.job_id::text AS "jobId"`;
 
+const readSql = perSchema((schema) => `SELECT ${applyColumns("w")} FROM ${schema}.workflows AS w ${nextEvent(schema, "w")} WHERE w.id = $1::bigint`);
+
+/** The instance and its next due event, read by the applier that holds it. */
 export const readForApply = async (db: Queryable, id: JobId, options: StatementOptions = {}): Promise<ApplyInput | null> =>
   (await runStatement<ApplyInput>(db, { text: readSql(options.schema ?? DEFAULT_SCHEMA), values: [id] }, options)).rows[0] ?? null;
+
+// THE HOLD. An applier takes the instance before it applies anything: the hold names its job and
+// claim token, and is taken when free, when already its own, or when its holder's claim is no longer
+// live (the holder died; its job was swept, cancelled or finished). One statement, under the
+// applier's own fence; with the hold, the instance and its next due event. Two appliers taking it at
+// once: the second waits for the first's row lock and, re-checking, finds it held. The holder's claim
+// is read by a scalar subquery, a probe of the primary key (as NOT EXISTS it was planned as an
+// anti-join reading the whole job table).
+const holdSql = perSchema(
+  (schema) => `
+  WITH me AS (
+    SELECT j.id FROM ${schema}.jobs AS j WHERE j.id = $2::bigint AND ${fence("j", "$3::uuid")} FOR SHARE OF j
+  ), held AS (
+    UPDATE ${schema}.workflows AS w SET applier_job = $2::bigint, applier_token = $3::uuid
+    FROM me
+    WHERE w.id = $1::bigint AND (
+      w.applier_job IS NULL OR (w.applier_job = $2::bigint AND w.applier_token = $3::uuid)
+      OR NOT coalesce((SELECT ${fence("h", "w.applier_token")} FROM ${schema}.jobs AS h WHERE h.id = w.applier_job), false)
+    )
+    RETURNING w.*
+  )
+  SELECT (SELECT count(*) FROM me)::int AS claimed, (SELECT count(*) FROM ${schema}.workflows WHERE id = $1::bigint)::int AS found, ${applyColumns("w")}
+  FROM (SELECT 1) AS one LEFT JOIN held AS w ON true ${nextEvent(schema, "w")}`,
+);
+
+export type Hold = { outcome: "held"; row: ApplyInput } | { outcome: "busy" | "fenced" | "missing" };
+
+/** Takes the instance for the applier `claim` (see THE HOLD): held, with the instance and its next due event; or why not. */
+export const holdForApply = async (db: Queryable, id: JobId, claim: { id: JobId; token: string }, options: StatementOptions = {}): Promise<Hold> => {
+  const { rows } = await runStatement<ApplyInput & { claimed: number; found: number }>(
+    db,
+    { text: holdSql(options.schema ?? DEFAULT_SCHEMA), values: [id, claim.id, claim.token] },
+    options,
+  );
+  const { claimed, found, ...row } = rows[0]!;
+  if (claimed === 0) return { outcome: "fenced" };
+  if (found === 0) return { outcome: "missing" };
+  return row.id === null ? { outcome: "busy" } : { outcome: "held", row };
+};
+
+const releaseSql = perSchema(
+  (schema) => `UPDATE ${schema}.workflows SET applier_job = NULL, applier_token = NULL WHERE id = $1::bigint AND applier_job = $2::bigint AND applier_token = $3::uuid`,
+);
+const dueSql = perSchema(
+  (schema) => `SELECT EXISTS (SELECT 1 FROM ${schema}.workflow_events AS e WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL AND e.due_at <= now()) AS due`,
+);
+const continueSql = perSchema((schema) => `INSERT INTO ${schema}.jobs (type, payload) VALUES ('${APPLIER_TASK}', jsonb_build_object('workflow', $1::bigint))`);
+
+/**
+ * Lets go of the instance, then says whether an event is due. Two statements, in that order: an
+ * event that committed before the release is seen by the second; one that commits after finds the
+ * instance free when its own applier runs. (An applier that found the instance held ended, leaving
+ * its event to the holder: this is how the holder sees it.)
+ */
+export const releaseHold = async (db: Queryable, id: JobId, claim: { id: JobId; token: string }, options: StatementOptions = {}): Promise<{ due: boolean }> => {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  await runStatement(db, { text: releaseSql(schema), values: [id, claim.id, claim.token] }, options);
+  const { rows } = await runStatement<{ due: boolean }>(db, { text: dueSql(schema), values: [id] }, options);
+  return { due: rows[0]!.due };
+};
+
+/** One more applier job for the instance: a run that stops with events due (its bound, a drain) leaves them to it. */
+export const continueApplying = async (db: Queryable, id: JobId, options: StatementOptions = {}): Promise<void> => {
+  await runStatement(db, { text: continueSql(options.schema ?? DEFAULT_SCHEMA), values: [id] }, options);
+};
 
 /** One event's effects, as the applier computed them from the machine. */
 export interface ApplyWrite {

@@ -1,12 +1,13 @@
 // The task that applies workflow events: a 'picket.workflow' job names an instance, and its run
-// applies the instance's due events one at a time, each in one fenced statement (src/db/workflows.ts,
-// writeApply). Any number of these jobs may run for one instance at once: each event is applied by
-// exactly one of them (the instance's seq is compared and set), and one whose claim was lost writes
-// nothing. A run stops when no event is due; every event and timer has a job of its own.
+// takes the instance (the hold: one applier at a time) and applies its due events one at a time,
+// each in one fenced statement (src/db/workflows.ts, writeApply). Every event and timer has an
+// applier job of its own; those that find the instance held end at once, and the holder applies
+// their events. Each event is applied by exactly one write whatever happens to the hold (the
+// instance's seq is compared and set), and a run whose claim was lost writes nothing.
 import type { AnyStateMachine } from "xstate";
 import { InvalidConfigError, PicketError } from "../db/errors.ts";
 import type { Queryable, StatementOptions } from "../db/queryable.ts";
-import { APPLIER_TASK, dropEvent, readForApply, writeApply, type ApplyInput, type ApplyWrite } from "../db/workflows.ts";
+import { APPLIER_TASK, continueApplying, dropEvent, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyWrite } from "../db/workflows.ts";
 import type { JobId } from "../db/job-row.ts";
 import { defineTask, type Task } from "../runtime/task.ts";
 import { claimOfRun } from "../runtime/handler-context.ts";
@@ -88,7 +89,7 @@ export interface ApplierDeps {
 
 /** Most events one run applies before it ends (the events left have jobs of their own). */
 const EVENTS_PER_RUN = 200;
-/** Compare-and-set failures in a row before the run gives up (another applier keeps writing first). */
+/** Compare-and-set failures in a row before the run gives up (another applier keeps writing first: only after a lapsed hold). */
 const LOST_RACES = 50;
 
 type TaskEvent = { status: "completed" | "dead" | "cancelled"; result: unknown; error: string | null };
@@ -112,8 +113,11 @@ const taskEvent = (row: ApplyInput): { invokeId: string; event: { type: string }
 };
 
 /**
- * Applies the instance's due events, one per statement, until none is due. Returns how many were
- * applied; throws when the claim was lost (the worker then treats the run as fenced).
+ * Applies the instance's due events while holding it (THE HOLD in src/db/workflows.ts), one per
+ * statement, then lets go and looks again: events sent meanwhile whose appliers found it held are
+ * applied now. An applier that finds the instance held ends at once: the holder applies its event.
+ * Returns how many were applied; throws when the claim was lost (the worker then treats the run as
+ * fenced). A run that stops with events due (its bound, a drain) leaves them to a new applier job.
  */
 export const applyDueEvents = async (
   deps: ApplierDeps,
@@ -122,31 +126,40 @@ export const applyDueEvents = async (
   claim: { id: JobId; token: string },
   signal: AbortSignal,
 ): Promise<number> => {
+  const lost = () => new PicketError(`picket: workflow ${workflowId}: the claim of job ${claim.id}, which applies its events, was lost (reclaimed, cancelled or finished): nothing was applied.`);
   let applied = 0;
-  let raced = 0;
-  while (applied < EVENTS_PER_RUN && !signal.aborted) {
-    const row = await readForApply(deps.db, workflowId, deps.statements);
-    if (row === null || row.eventId === null) return applied;
-    const finished = row.status !== "starting" && row.status !== "running";
-    const write = finished ? undefined : plan(registry, row, claim);
-    const outcome = write === undefined
-      ? await dropEvent(deps.db, row.eventId, claim, `workflow ${row.status}`, deps.statements)
-      : await writeApply(deps.db, write, deps.statements);
-    if (outcome === "fenced") {
-      throw new PicketError(`picket: workflow ${row.id}: the claim of job ${claim.id}, which applies its events, was lost (reclaimed, cancelled or finished): nothing was applied.`);
+  for (;;) {
+    const hold = await holdForApply(deps.db, workflowId, claim, deps.statements);
+    if (hold.outcome === "fenced") throw lost();
+    if (hold.outcome !== "held") return applied;
+    let row: ApplyInput | null = hold.row;
+    let raced = 0;
+    while (row !== null && row.eventId !== null && applied < EVENTS_PER_RUN && !signal.aborted) {
+      const finished = row.status !== "starting" && row.status !== "running";
+      const write = finished ? undefined : plan(registry, row, claim);
+      const outcome =
+        write === undefined ? await dropEvent(deps.db, row.eventId, claim, `workflow ${row.status}`, deps.statements) : await writeApply(deps.db, write, deps.statements);
+      if (outcome === "fenced") throw lost();
+      if (outcome === "raced") {
+        // Written by another applier meanwhile (one that took a hold this run's claim had let lapse): read again.
+        if (++raced >= LOST_RACES) throw new PicketError(`picket: workflow ${workflowId}: ${LOST_RACES} writes in a row found the instance changed by another applier; the run ends.`);
+      } else {
+        applied++;
+        raced = 0;
+        if (write !== undefined) {
+          for (const value of write.logs) deps.logger.info({ workflow_id: row.id, workflow: row.name, log: value }, "workflow log");
+          deps.applied?.({ id: row.id, name: row.name, machine: write.machine }, write.xstateEvent, write.snapshot);
+        }
+      }
+      row = await readForApply(deps.db, workflowId, deps.statements);
     }
-    if (outcome === "raced") {
-      // Another applier wrote the instance first: read it again, unless that keeps happening.
-      if (++raced >= LOST_RACES) throw new PicketError(`picket: workflow ${row.id}: ${LOST_RACES} writes in a row found the instance changed by another applier; the run ends.`);
-      continue;
+    const { due } = await releaseHold(deps.db, workflowId, claim, deps.statements);
+    if (!due) return applied;
+    if (signal.aborted || applied >= EVENTS_PER_RUN) {
+      await continueApplying(deps.db, workflowId, deps.statements);
+      return applied;
     }
-    applied++;
-    raced = 0;
-    if (write === undefined) continue;
-    for (const value of write.logs) deps.logger.info({ workflow_id: row.id, workflow: row.name, log: value }, "workflow log");
-    deps.applied?.({ id: row.id, name: row.name, machine: write.machine }, write.xstateEvent, write.snapshot);
   }
-  return applied;
 };
 
 /** The write one event makes: the machine's step, or a drop. */

@@ -27,6 +27,10 @@ CREATE TABLE {{schema}}.workflows (
   tasks       jsonb       NOT NULL DEFAULT '{}'::jsonb,
   -- Events applied so far: each apply compares and increments it.
   seq         integer     NOT NULL DEFAULT 0,
+  -- The applier job that holds the instance, and its claim's token: one applies its events at a
+  -- time. A hold whose claim is no longer live (its worker died, its job was swept) is free.
+  applier_job   bigint,
+  applier_token uuid,
   output      jsonb,
   error       text,
   created_at  timestamptz NOT NULL DEFAULT now(),

@@ -1,0 +1,102 @@
+// Workflows: how fast events are applied, and what each costs. N instances of a counter machine
+// (each event a transition with an assign) are started, each sent K events up front, then one worker
+// applies them all (concurrency 50); events/s from worker start to the last instance done (the
+// database's clock), and the costs per event applied (bench/lib/costs.ts; the start and the
+// final event count as events). A second round gives each instance a task per event (a no-op picket
+// job whose result comes back as its done event): the cost of a durable step through a job.
+// Usage: node bench/workflows.ts [--instances 1000] [--events 10] [--runs 3]
+import { parseArgs } from "node:util";
+import pg from "pg";
+import { assign, setup } from "xstate";
+import { createLogger, createSupervisor, defineTask, defineWorkflow, migrate, startEmbeddedPostgres, startWorkflow, task } from "../src/index.ts";
+import { sendToWorkflow } from "../src/db/workflows.ts";
+import { openMeter } from "./lib/costs.ts";
+import { createFreshDatabase } from "./lib/db.ts";
+
+const { values } = parseArgs({ options: { instances: { type: "string", default: "1000" }, events: { type: "string", default: "10" }, runs: { type: "string", default: "3" } } });
+const instances = Number(values.instances);
+const events = Number(values.events);
+
+const counter = defineWorkflow({
+  name: "bench-counter",
+  machine: setup({ types: {} as { context: { n: number } } }).createMachine({
+    context: { n: 0 },
+    initial: "counting",
+    states: { counting: { on: { INC: { actions: assign({ n: ({ context }) => context.n + 1 }) }, FINISH: "done" } }, done: { type: "final" } },
+  }),
+});
+const stepped = defineWorkflow({
+  name: "bench-stepped",
+  machine: setup({ types: {} as { context: { n: number; of: number }; input: { of: number } }, actors: { step: task<{ i: number }, { i: number }>("bench-step") } }).createMachine({
+    context: ({ input }) => ({ n: 0, of: input.of }),
+    initial: "stepping",
+    states: {
+      stepping: {
+        invoke: { src: "step", input: ({ context }) => ({ i: context.n }), onDone: { target: "next", actions: assign({ n: ({ context }) => context.n + 1 }) } },
+      },
+      next: { always: [{ guard: ({ context }) => context.n >= context.of, target: "done" }, { target: "stepping" }] },
+      done: { type: "final" },
+    },
+  }),
+});
+const step = defineTask({ name: "bench-step", handler: async (input: { i: number }) => input });
+
+const embedded = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres();
+const adminUrl = process.env.DATABASE_URL ?? embedded!.url;
+
+const round = async (shape: "events" | "tasks") => {
+  const db = await createFreshDatabase(adminUrl, "bench_workflows");
+  const pool = new pg.Pool({ connectionString: db.url, max: 8 });
+  await migrate(pool);
+  const ids: string[] = [];
+  for (let i = 0; i < instances; i++) {
+    const { id } = shape === "events" ? await startWorkflow(pool, counter, null) : await startWorkflow(pool, stepped, { of: events });
+    ids.push(id);
+  }
+  if (shape === "events") {
+    await Promise.all(
+      Array.from({ length: 8 }, async (_, w) => {
+        for (let i = w; i < ids.length; i += 8) {
+          for (let k = 0; k < events; k++) await sendToWorkflow(pool, ids[i]!, { type: "INC" });
+          await sendToWorkflow(pool, ids[i]!, { type: "FINISH" });
+        }
+      }),
+    );
+  }
+  await pool.end();
+  const supervisor = createSupervisor({ connectionString: db.url, tasks: [step], workflows: [counter, stepped], logger: createLogger({ level: "warn" }), retention: false, concurrency: 50, pollIntervalMs: 100 });
+  const meter = await openMeter(db.url);
+  await meter.start();
+  const { rows: [start] } = await meter.query("SELECT clock_timestamp() AS t");
+  await supervisor.start();
+  for (;;) {
+    const { rows: [left] } = await meter.query("SELECT count(*)::int AS n FROM picket.workflows WHERE status <> 'done'");
+    if (left.n === 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const { rows: [end] } = await meter.query("SELECT clock_timestamp() AS t");
+  await supervisor.stop();
+  // Events applied: start, K events (or K task results), and FINISH for the counter.
+  const applied = instances * (shape === "events" ? events + 2 : events + 1);
+  const costs = await meter.stop(applied);
+  await meter.end();
+  await db.drop();
+  const seconds = (end.t.getTime() - start.t.getTime()) / 1000;
+  return { shape, instances, applied, seconds, eventsPerSecond: applied / seconds, ...costs };
+};
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+for (const shape of ["events", "tasks"] as const) {
+  const results = [];
+  for (let r = 0; r < Number(values.runs); r++) {
+    const result = await round(shape);
+    results.push(result);
+    process.stdout.write(`BENCH_RESULT ${JSON.stringify(result)}\n`);
+  }
+  process.stdout.write(
+    `${shape === "events" ? "events sent" : "a task per step"}: ${Math.round(median(results.map((r) => r.eventsPerSecond)))} events applied/s, ` +
+      `PostgreSQL CPU ${median(results.map((r) => r.pgCpuUsPerJob ?? NaN)).toFixed(0)} µs, worker CPU ${median(results.map((r) => r.workerCpuUsPerJob)).toFixed(0)} µs, ` +
+      `WAL ${Math.round(median(results.map((r) => r.walBytesPerJob)))} B, commits ${median(results.map((r) => r.commitsPerJob)).toFixed(2)} per event applied (median of ${results.length})\n`,
+  );
+}
+await embedded?.stop();
