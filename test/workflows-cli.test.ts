@@ -12,6 +12,7 @@ import { defineTask } from "../src/runtime/task.ts";
 import { defineWorkflow, task } from "../src/workflows/definition.ts";
 import { formatState, parseEvent } from "../src/cli/workflows.ts";
 import { picket } from "./support/cli.ts";
+import { fileURLToPath } from "node:url";
 import { useTestDatabase } from "./support/db.ts";
 import { startPgBouncer, type PgBouncer } from "./support/pgbouncer.ts";
 import { startWorker } from "./support/worker.ts";
@@ -233,6 +234,23 @@ describe("picket workflows", () => {
     const idle = await startWorkflow(db.pool, "cli-wf.idle", null);
     expect((await picket(["workflows", "cancel", idle.id], env())).stdout).toBe(`workflow ${idle.id}: cancelled, with 0 task jobs in flight; workers stop those that were running\n`);
     expect((await getWorkflow(db.pool, idle.id))!.status).toBe("cancelled");
+  }, 60_000);
+
+  it("picket worker runs the workflows its tasks module exports: started, sent an event from the CLI, done", async () => {
+    const module = fileURLToPath(new URL("./fixtures/workflow-tasks.ts", import.meta.url));
+    const { id } = await startWorkflow(db.pool, "cli-module.order", null);
+    let pid = 0;
+    let output: () => string = () => "";
+    const running = picket(["worker", "--tasks", module], { env: env().env, onStart: (p, o) => ((pid = p), (output = o)) });
+    try {
+      await poll(async () => (await getWorkflow(db.pool, id))!.state).toBe("waiting");
+      expect((await getWorkflow(db.pool, id))!.context).toEqual({ charged: 7 });
+      expect((await picket(["workflows", "send", id, "CONFIRM"], env())).code).toBe(0);
+      await poll(async () => (await getWorkflow(db.pool, id))!.status).toBe("done");
+    } finally {
+      process.kill(pid, "SIGTERM");
+    }
+    expect((await running).code, output()).toBe(0);
   }, 60_000);
 
   it("refuses what it cannot do, saying what is wrong and what to do, with exit code 1 and nothing changed", async () => {

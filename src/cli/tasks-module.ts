@@ -1,6 +1,7 @@
 // Loads the module named by `picket worker --tasks`. It exports its tasks as `tasks` (an array of
-// defineTask results) or as the default export (one task or an array), and may export `options`, extra supervisor
-// options (concurrency, leases, health, ...).
+// defineTask results) or as the default export (one task or an array), and may export `workflows`
+// (defineWorkflow results the worker applies) and `options`, extra supervisor options (concurrency,
+// leases, health, ...).
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -21,7 +22,7 @@ const wrongExport = (file: string, mod: Record<string, unknown>): string | undef
   if (isTask(exported)) return undefined;
   if (exported === undefined) {
     // Naming what it does export catches `export const task = ...` or a misspelt `tasks`.
-    const names = Object.keys(mod).filter((k) => k !== "options");
+    const names = Object.keys(mod).filter((k) => k !== "options" && k !== "workflows");
     const found = names.length === 0 ? "it exports nothing" : `it exports only ${names.map((k) => `\`${k}\``).join(", ")}`;
     return `picket: ${file} must export its tasks as ${HOW}; ${found}.`;
   }
@@ -52,5 +53,6 @@ export const loadTasksModule = async (file: string): Promise<{ tasks: Task[]; op
   const exported = mod.tasks ?? mod.default;
   // `export default defineTask(...)`: a module with one task need not wrap it in an array.
   const tasks = (isTask(exported) ? [exported] : exported) as Task[];
-  return { tasks, options: (mod.options as Partial<SupervisorOptions> | undefined) ?? {} };
+  const options = (mod.options as Partial<SupervisorOptions> | undefined) ?? {};
+  return { tasks, options: mod.workflows === undefined ? options : { ...options, workflows: mod.workflows as SupervisorOptions["workflows"] } };
 };

@@ -13,6 +13,16 @@ import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
 import { runStatement } from "./statement.ts";
 import { storableJson, unstorableText } from "./storable-json.ts";
 
+/**
+ * The applier's statements are prepared (named per schema), as the worker's other hot statements
+ * are: planning the apply, a statement of a dozen parts, took longer than running it. Under a
+ * pooler in transaction mode, runStatement sends them unnamed.
+ */
+const named = (what: string, sql: (schema: string) => string, options: StatementOptions, values: unknown[]) => {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  return { name: `picket_workflow_${what}_${schema}`, text: sql(schema), values };
+};
+
 /** The task type of the jobs that apply workflow events (one per event, or per timer). */
 export const APPLIER_TASK = "picket.workflow";
 
@@ -206,7 +216,7 @@ const readSql = perSchema((schema) => `SELECT ${applyColumns("w")} FROM ${schema
 
 /** The instance and its next due event, read by the applier that holds it. */
 export const readForApply = async (db: Queryable, id: JobId, options: StatementOptions = {}): Promise<ApplyInput | null> =>
-  (await runStatement<ApplyInput>(db, { text: readSql(options.schema ?? DEFAULT_SCHEMA), values: [id] }, options)).rows[0] ?? null;
+  (await runStatement<ApplyInput>(db, named("read", readSql, options, [id]), options)).rows[0] ?? null;
 
 // THE HOLD. An applier takes the instance before it applies anything: the hold names its job and
 // claim token, and is taken when free, when already its own, or when its holder's claim is no longer
@@ -238,7 +248,7 @@ export type Hold = { outcome: "held"; row: ApplyInput } | { outcome: "busy" | "f
 export const holdForApply = async (db: Queryable, id: JobId, claim: { id: JobId; token: string }, options: StatementOptions = {}): Promise<Hold> => {
   const { rows } = await runStatement<ApplyInput & { claimed: number; found: number }>(
     db,
-    { text: holdSql(options.schema ?? DEFAULT_SCHEMA), values: [id, claim.id, claim.token] },
+    named("hold", holdSql, options, [id, claim.id, claim.token]),
     options,
   );
   const { claimed, found, ...row } = rows[0]!;
@@ -262,9 +272,8 @@ const continueSql = perSchema((schema) => `INSERT INTO ${schema}.jobs (type, pay
  * its event to the holder: this is how the holder sees it.)
  */
 export const releaseHold = async (db: Queryable, id: JobId, claim: { id: JobId; token: string }, options: StatementOptions = {}): Promise<{ due: boolean }> => {
-  const schema = options.schema ?? DEFAULT_SCHEMA;
-  await runStatement(db, { text: releaseSql(schema), values: [id, claim.id, claim.token] }, options);
-  const { rows } = await runStatement<{ due: boolean }>(db, { text: dueSql(schema), values: [id] }, options);
+  await runStatement(db, named("release", releaseSql, options, [id, claim.id, claim.token]), options);
+  const { rows } = await runStatement<{ due: boolean }>(db, named("due", dueSql, options, [id]), options);
   return { due: rows[0]!.due };
 };
 
@@ -378,9 +387,7 @@ export const writeApply = async (db: Queryable, write: ApplyWrite, options: Stat
   const json = (value: unknown, what: string) => storableJson(value, what);
   const { rows } = await runStatement<{ written: number; claimed: number }>(
     db,
-    {
-      text: applySql(options.schema ?? DEFAULT_SCHEMA),
-      values: [
+    named("apply", applySql, options, [
         write.workflowId,
         write.seq,
         write.claim.id,
@@ -407,8 +414,7 @@ export const writeApply = async (db: Queryable, write: ApplyWrite, options: Stat
         write.startTimers.map((t) => t.delayMs),
         write.cancelTimers,
         write.stopTasks.map((t) => t.jobId),
-      ],
-    },
+    ]),
     options,
   );
   const row = rows[0]!;
@@ -431,7 +437,7 @@ const dropSql = perSchema(
 export const dropEvent = async (db: Queryable, eventId: JobId, claim: { id: JobId; token: string }, note: string, options: StatementOptions = {}): Promise<ApplyOutcome> => {
   const { rows } = await runStatement<{ written: number; claimed: number }>(
     db,
-    { text: dropSql(options.schema ?? DEFAULT_SCHEMA), values: [eventId, claim.id, claim.token, note] },
+    named("drop", dropSql, options, [eventId, claim.id, claim.token, note]),
     options,
   );
   const row = rows[0]!;
