@@ -5,7 +5,7 @@
 # of URL such a server is often reached by: a superuser without a password, loopback trusted.
 #
 # The subset is what depends most on the server: migrations, claiming (SKIP LOCKED, the claim's
-# CTEs), fenced writes, the sweep, flows (their trigger, its plans), and picket through PgBouncer (whose support must log in to a
+# CTEs), fenced writes, the sweep, flows (their trigger, its plans), workflows (the apply, the hold, their trigger), and picket through PgBouncer (whose support must log in to a
 # server that asks for no password). Extra arguments go to vitest (e.g. a reporter).
 #
 # The server is throwaway: its own temporary folder, trust authentication, listening on 127.0.0.1
@@ -15,7 +15,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-FILES="test/migrate.test.ts test/claim.test.ts test/fence.test.ts test/sweep.test.ts test/pgbouncer.test.ts test/faults-scheduling.test.ts test/flows.test.ts"
+FILES="test/migrate.test.ts test/claim.test.ts test/fence.test.ts test/sweep.test.ts test/pgbouncer.test.ts test/faults-scheduling.test.ts test/flows.test.ts test/workflows.test.ts"
 BIN=/usr/lib/postgresql/15/bin
 RUN_AS=postgres
 

@@ -1,6 +1,6 @@
 // Workflows' SQL: starting an instance and sending it events (inside the caller's transaction), the
-// applier's read and its one fenced write per event, cancel, and what the console and the CLI read.
-// The tables are migration 0018's.
+// applier's hold of an instance, its read and its one fenced write per event, cancel, retention,
+// and what the console and the CLI read. The tables are migration 0018's.
 import { InvalidJobError, PicketError } from "./errors.ts";
 import { isJobId } from "./admin.ts";
 import { fence } from "./fenced.ts";
