@@ -3,7 +3,7 @@
 // fire after downtime, a late task result dropped, what is refused at definition, versions pinned
 // and migrated, and start/send inside the caller's transaction.
 import { describe, expect, it } from "vitest";
-import { assign, fromCallback, fromPromise, log, setup, createMachine, sendTo } from "xstate";
+import { assign, fromCallback, fromPromise, log, raise, setup, createMachine, sendTo } from "xstate";
 import { claimJobs, completeJobs, getJob, sweepExpiredClaims, type JobId } from "../src/db/index.ts";
 import {
   cancelWorkflow,
@@ -507,5 +507,120 @@ describe("retention", () => {
     expect(events.rows).toEqual([{ id: live.id, n: 1 }, { id: failed.id, n: 2 }].sort((a, b) => Number(a.id) - Number(b.id)));
     expect((await getWorkflow(db.pool, live.id))!.status).toBe("running");
     expect((await getWorkflow(db.pool, failed.id))!.status).toBe("failed");
+  });
+});
+
+describe("what a step cannot do fails the instance, saying why, and nothing waits behind it", () => {
+  const failing = (name: string, states: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+    defineWorkflow({
+      name,
+      // Typed loosely: each test's states are built to break a rule.
+      machine: setup({ actors: { t: task("t") } }).createMachine({ context: {}, initial: "a", states, ...extra } as any) as any,
+    });
+  const endsFailed = async (definition: ReturnType<typeof failing>, send?: { type: string }) => {
+    await worker({ tasks: [], workflows: [definition] });
+    const { id } = await startWorkflow(db.pool, definition, null);
+    if (send) {
+      await until("the start", async () => (await getWorkflow(db.pool, id))!.seq >= 1);
+      await sendToWorkflow(db.pool, id, send);
+    }
+    await until(`${definition.name} to fail`, async () => (await getWorkflow(db.pool, id))!.status === "failed");
+    // An event after the failure is refused at the send; the inbox is empty.
+    await expect(sendToWorkflow(db.pool, id, { type: "AFTER" })).rejects.toThrow(/has finished \(failed\)/);
+    expect((await workflowHistory(db.pool, id)).inbox).toEqual([]);
+    return (await getWorkflow(db.pool, id))!;
+  };
+
+  it("a start that fails: its context throws, or its first state does what a workflow cannot", async () => {
+    const definition = defineWorkflow({
+      name: "throws-at-start",
+      machine: setup({ types: {} as { input: { card: string } | null } }).createMachine({ context: ({ input }) => ({ card: input!.card }), initial: "a", states: { a: {} } }),
+    });
+    expect((await endsFailed(definition as never)).error).toMatch(/Cannot read properties of undefined \(reading 'card'\)/);
+    // Refused at the start itself: nothing was ever stored, and the failure is written all the same.
+    const refusedAtStart = await endsFailed(failing("spawns-at-start", { a: { entry: assign({ child: ({ spawn }: any) => spawn("t", { id: "y" }) }) } }));
+    expect(refusedAtStart).toMatchObject({ state: null, error: expect.stringMatching(/spawns "y" inside assign/) });
+  });
+
+  it("a context PostgreSQL cannot store (a NUL), and a delay that is no duration", async () => {
+    const nul = await endsFailed(failing("stores-nul", { a: { on: { GO: { actions: assign({ note: () => "a\u0000b" }) } } } }), { type: "GO" });
+    expect(nul.error).toMatch(/NUL character/);
+    expect(nul.state).toBe("a");
+    const nan = await endsFailed(
+      defineWorkflow({
+        name: "delays-nan",
+        machine: setup({ delays: { never: () => Number.NaN } }).createMachine({ initial: "a", states: { a: { on: { GO: "b" } }, b: { after: { never: "a" } } } }),
+      }) as never,
+      { type: "GO" },
+    );
+    expect(nan.error).toMatch(/a delay is a number of milliseconds from 0 to/);
+  });
+
+  it("a task spawned inside assign, which no job would ever run", async () => {
+    const wf = await endsFailed(failing("spawns-in-assign", { a: { on: { GO: { actions: assign({ child: ({ spawn }: any) => spawn("t", { id: "x" }) }) } } } }), { type: "GO" });
+    expect(wf.error).toMatch(/spawns "x" inside assign \(spawn\(\)\), which a workflow cannot make durable/);
+  });
+
+  it("a failed instance's timers and their jobs go with it; a message with a NUL is kept without it", async () => {
+    const definition = failing("fails-with-timer", { a: { after: { 3_600_000: "a" }, on: { GO: { actions: assign({ n: () => { throw new Error("bo\u0000om"); } }) } } } });
+    const wf = await endsFailed(definition, { type: "GO" });
+    // Its message kept without the NUL PostgreSQL would refuse.
+    expect(wf.error).toBe("boom");
+    const timers = await db.pool.query("SELECT count(*)::int AS n FROM picket.workflow_events WHERE workflow_id = $1 AND kind = 'timer'", [wf.id]);
+    expect(timers.rows[0].n).toBe(0);
+  });
+});
+
+describe("order and timers", () => {
+  it("after a downtime, an event sent before a timer was due is applied before the timer", async () => {
+    const deadline = defineWorkflow({
+      name: "deadline",
+      machine: setup({}).createMachine({ initial: "waiting", states: { waiting: { after: { 800: "late" }, on: { REPLY: "replied" } }, late: { type: "final" }, replied: { type: "final" } } }),
+    });
+    const first = await worker({ tasks: [], workflows: [deadline] });
+    const { id } = await startWorkflow(db.pool, deadline, null);
+    await inState(id, "waiting");
+    await first.supervisor.stop();
+    // Sent before the deadline, with no worker to apply it; the deadline passes.
+    await sendToWorkflow(db.pool, id, { type: "REPLY" });
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await worker({ tasks: [], workflows: [deadline] });
+    await settled(id);
+    expect((await getWorkflow(db.pool, id))!.state).toBe("replied");
+  });
+
+  it("two delayed raises without an id in one transition are two timers", async () => {
+    const pings = defineWorkflow({
+      name: "pings",
+      machine: setup({ types: {} as { context: { pings: number } } }).createMachine({
+        context: { pings: 0 },
+        initial: "a",
+        states: {
+          a: {
+            entry: [raise({ type: "PING" }, { delay: 50 }), raise({ type: "PING" }, { delay: 60 })],
+            on: { PING: { actions: assign({ pings: ({ context }) => context.pings + 1 }) } },
+          },
+        },
+      }),
+    });
+    await worker({ tasks: [], workflows: [pings] });
+    const { id } = await startWorkflow(db.pool, pings, null);
+    await until("two pings", async () => ((await getWorkflow(db.pool, id))!.context as { pings: number } | null)?.pings === 2);
+  });
+
+  it("a cancel that waited for an apply in progress cancels the tasks that apply started", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    await worker({ tasks: [], workflows: [counter] });
+    await inState(id, "counting");
+    const apply = await db.connect();
+    // An apply in progress: the instance's row locked, a task job of it inserted, not yet committed.
+    await apply.query("BEGIN");
+    await apply.query("UPDATE picket.workflows SET updated_at = now() WHERE id = $1", [id]);
+    const { rows: [job] } = await apply.query("INSERT INTO picket.jobs (type, workflow_id) VALUES ('t', $1) RETURNING id::text", [id]);
+    const cancelling = cancelWorkflow(db.pool, id);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await apply.query("COMMIT");
+    expect(await cancelling).toEqual({ outcome: "cancelled", status: "cancelled", tasks: 1 });
+    expect(await getJob(db.pool, job.id)).toMatchObject({ status: "cancelled" });
   });
 });

@@ -110,6 +110,12 @@ export const isTransientDbError = (error: unknown): boolean => {
   );
 };
 
+/**
+ * Class 22 (data exception: a value out of range, text PostgreSQL refuses) and 54 (program limit
+ * exceeded: a value too large): the statement's values are wrong, and will be on every retry.
+ */
+export const isDataException = (error: unknown): boolean => /^(22|54)/.test(asPgError(error).code ?? "");
+
 /** 3D000: the database named in the connection string does not exist. */
 export const isMissingDatabase = (error: unknown): boolean => asPgError(error).code === "3D000";
 

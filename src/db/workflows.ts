@@ -23,6 +23,10 @@ const named = (what: string, sql: (schema: string) => string, options: Statement
   return { name: `picket_workflow_${what}_${schema}`, text: sql(schema), values };
 };
 
+/** Text for error and note: without NUL or lone surrogates (which PostgreSQL refuses), at most 4,000 characters. */
+const storableText = (text: string | null | undefined): string | null =>
+  text === null || text === undefined ? null : text.replaceAll("\u0000", "").toWellFormed().slice(0, 4_000);
+
 /** The task type of the jobs that apply workflow events (one per event, or per timer). */
 export const APPLIER_TASK = "picket.workflow";
 
@@ -162,7 +166,7 @@ const sendSql = perSchema(
 /**
  * Sends `event` to instance `id`, in the caller's transaction when `db` is a client inside one;
  * `by` (who sent it) is kept in the instance's history. Events are applied one at a time, in the
- * order they commit. Throws WorkflowNotFoundError for an unknown id and WorkflowFinishedError for
+ * order they were sent (a timer at its due time). Throws WorkflowNotFoundError for an unknown id and WorkflowFinishedError for
  * an instance that has ended (nothing is sent). An event that commits as the instance ends (a
  * cancel, a final state) is recorded as dropped.
  */
@@ -202,12 +206,14 @@ export interface ApplyInput {
   jobId: JobId | null;
 }
 
-// The instance's next due event. `e.due_at <= now()`: a timer waits in the inbox until it is due.
+// The instance's next due event: the soonest due, then the first sent. A send is due when it was
+// sent (its transaction's start); a timer waits in the inbox until it is due, and after a downtime
+// goes before what was sent after its time.
 const nextEvent = (schema: string, w: string) => `
   LEFT JOIN LATERAL (
     SELECT e.id, e.kind, e.event, e.job_id FROM ${schema}.workflow_events AS e
     WHERE e.workflow_id = ${w}.id AND e.applied_at IS NULL AND e.due_at <= now()
-    ORDER BY e.id LIMIT 1
+    ORDER BY e.due_at, e.id LIMIT 1
   ) AS e ON true`;
 const applyColumns = (w: string) => `${w}.id::text AS id, ${w}.name, ${w}.version, ${w}.fingerprint, ${w}.status, ${w}.snapshot, ${w}.tasks, ${w}.seq,
          e.id::text AS "eventId", e.kind, e.event, e.job_id::text AS "jobId"`;
@@ -364,7 +370,7 @@ const applySql = perSchema(
     FROM wf, unnest((SELECT a[cardinality($15::text[]) + 1:] FROM ids), $22::text[], $23::jsonb[], $24::float8[]) AS t(id, send_id, event, delay_ms)
   ), unset AS (
     DELETE FROM ${schema}.workflow_events AS e
-    WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL AND e.kind = 'timer' AND e.send_id = ANY ($25::text[]) AND e.id <> $5::bigint
+    WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL AND e.kind = 'timer' AND (e.send_id = ANY ($25::text[]) OR $8::text <> 'running') AND e.id <> $5::bigint
       AND EXISTS (SELECT 1 FROM wf)
     RETURNING e.wake_job
   ), unwoken AS (
@@ -397,11 +403,11 @@ export const writeApply = async (db: Queryable, write: ApplyWrite, options: Stat
         json(write.state, "workflow state"),
         write.status,
         json(write.output, "workflow output"),
-        write.error ?? null,
+        storableText(write.error),
         write.version,
         write.fingerprint,
         write.outcome,
-        write.note,
+        storableText(write.note),
         tasks.map((t) => t.invokeId),
         tasks.map((t) => t.type),
         tasks.map((t) => json(t.payload ?? null, `input of task "${t.type}"`)),
@@ -444,35 +450,46 @@ export const dropEvent = async (db: Queryable, eventId: JobId, claim: { id: JobI
   return row.written === 1 ? "applied" : row.claimed === 0 ? "fenced" : "raced";
 };
 
-// Cancel: the instance ends 'cancelled', its inbox is dropped, its live tasks are cancelled (a
-// processing one told at commit) and its timers' jobs deleted, in one statement that waits for an
-// apply in progress (the row lock).
+// Cancel, in two statements in one transaction. The first ends the instance (waiting for an apply
+// in progress: the row lock) and records the cancel; from its commit on, no apply can write. The
+// second, with a snapshot taken after the first, drops the inbox, deletes the timers' jobs and
+// cancels the live tasks (a processing one told at commit): an apply that committed while the first
+// waited is seen there, its tasks and timers with it. (In one statement, they were not: the rest of
+// a statement keeps the snapshot it started with.)
 const cancelSql = perSchema(
   (schema) => `
   WITH wf AS (
     UPDATE ${schema}.workflows AS w SET status = 'cancelled', finished_at = now(), updated_at = now(), tasks = '{}'::jsonb
     WHERE w.id = $1::bigint AND w.status IN ('starting', 'running')
     RETURNING w.id
-  ), inbox AS (
+  ), recorded AS (
+    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, applied_at, outcome, by)
+    SELECT wf.id, 'cancel', jsonb_build_object('type', 'cancel'), now(), 'applied', $2::text FROM wf
+  )
+  SELECT (SELECT count(*) FROM wf)::int AS cancelled`,
+);
+const cancelledCleanupSql = perSchema(
+  (schema) => `
+  WITH inbox AS (
     UPDATE ${schema}.workflow_events AS e SET applied_at = now(), outcome = 'dropped', note = 'workflow cancelled'
-    FROM wf WHERE e.workflow_id = wf.id AND e.applied_at IS NULL
+    WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL
     RETURNING e.wake_job
   ), wakes AS (
     DELETE FROM ${schema}.jobs AS j WHERE j.id = ANY (ARRAY(SELECT i.wake_job FROM inbox AS i WHERE i.wake_job IS NOT NULL)) AND j.status = 'pending'
   ), stopped AS (
     UPDATE ${schema}.jobs AS j
     SET status = 'cancelled', finished_at = now(), lock_until = NULL, ${operatorSet(schema, "cancel", "$2::text")}, updated_at = now()
-    FROM wf WHERE j.workflow_id = wf.id AND j.status IN ('pending', 'processing', 'waiting')
+    WHERE j.workflow_id = $1::bigint AND j.status IN ('pending', 'processing', 'waiting')
     RETURNING j.id, j.claim_token
   ), told AS (
     SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || s.id || ':' || s.claim_token) FROM stopped AS s WHERE s.claim_token IS NOT NULL
-  ), recorded AS (
-    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, applied_at, outcome, by)
-    SELECT wf.id, 'cancel', jsonb_build_object('type', 'cancel'), now(), 'applied', $2::text FROM wf
   )
-  SELECT (SELECT count(*) FROM wf)::int AS cancelled, (SELECT count(*) FROM stopped)::int AS tasks, (SELECT count(*) FROM told)::int AS told`,
+  SELECT (SELECT count(*) FROM stopped)::int AS tasks, (SELECT count(*) FROM told)::int AS told`,
 );
 const statusSql = perSchema((schema) => `SELECT status FROM ${schema}.workflows WHERE id = $1::bigint`);
+
+const isPool = (db: Queryable): db is Queryable & { connect(): Promise<Queryable & { release(): void }> } =>
+  typeof (db as { connect?: unknown }).connect === "function" && "totalCount" in (db as object);
 
 export interface CancelledWorkflow {
   outcome: "cancelled" | "not_found" | "finished";
@@ -483,18 +500,38 @@ export interface CancelledWorkflow {
 
 /**
  * Cancels a live instance: nothing more is applied, its tasks in flight are cancelled, and the
- * cancel (with `by`, who asked) is the last entry of its history.
+ * cancel (with `by`, who asked) is recorded in its history (the reports of the tasks it cancelled
+ * follow it there, dropped).
  */
 export const cancelWorkflow = async (db: Queryable, id: JobId | number, options: StatementOptions & { by?: string } = {}): Promise<CancelledWorkflow> => {
   const by = checkOperatorName(options.by);
   const workflowId = checkWorkflowId(id);
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const { rows } = await runStatement<{ cancelled: number; tasks: number }>(db, { text: cancelSql(schema), values: [workflowId, by] }, options);
-  if (rows[0]!.cancelled === 1) return { outcome: "cancelled", status: "cancelled", tasks: rows[0]!.tasks };
-  // Not live: read its status now (an apply that ended it while the cancel waited for its row is
-  // seen only by a statement that starts after).
-  const status = (await runStatement<{ status: WorkflowStatus }>(db, { text: statusSql(schema), values: [workflowId] }, options)).rows[0]?.status;
-  return status === undefined ? { outcome: "not_found", tasks: 0 } : { outcome: "finished", status, tasks: 0 };
+  // On a pool, one connection and one transaction for both statements; a caller's client is used as
+  // given (inside the caller's transaction, if any).
+  const client = isPool(db) ? await db.connect() : db;
+  const own = client !== db;
+  try {
+    if (own) await client.query({ text: "BEGIN" });
+    const { rows } = await runStatement<{ cancelled: number }>(client, { text: cancelSql(schema), values: [workflowId, by] }, options);
+    let result: CancelledWorkflow;
+    if (rows[0]!.cancelled === 1) {
+      const { rows: cleaned } = await runStatement<{ tasks: number }>(client, { text: cancelledCleanupSql(schema), values: [workflowId, by] }, options);
+      result = { outcome: "cancelled", status: "cancelled", tasks: cleaned[0]!.tasks };
+    } else {
+      // Not live: its status read now (an apply that ended it while the cancel waited for its row
+      // is seen only by a statement that starts after).
+      const status = (await runStatement<{ status: WorkflowStatus }>(client, { text: statusSql(schema), values: [workflowId] }, options)).rows[0]?.status;
+      result = status === undefined ? { outcome: "not_found", tasks: 0 } : { outcome: "finished", status, tasks: 0 };
+    }
+    if (own) await client.query({ text: "COMMIT" });
+    return result;
+  } catch (error) {
+    if (own) await client.query({ text: "ROLLBACK" }).catch(() => undefined);
+    throw error;
+  } finally {
+    if (own) (client as unknown as { release(): void }).release();
+  }
 };
 
 // --- What the console and the CLI read ---------------------------------------------------------

@@ -5,9 +5,10 @@
 // their events. Each event is applied by exactly one write whatever happens to the hold (the
 // instance's seq is compared and set), and a run whose claim was lost writes nothing.
 import type { AnyStateMachine } from "xstate";
-import { InvalidConfigError, PicketError } from "../db/errors.ts";
+import { InvalidConfigError, InvalidJobError, PicketError } from "../db/errors.ts";
 import type { Queryable, StatementOptions } from "../db/queryable.ts";
-import { APPLIER_TASK, continueApplying, dropEvent, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyWrite } from "../db/workflows.ts";
+import { APPLIER_TASK, continueApplying, dropEvent, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyOutcome, type ApplyWrite } from "../db/workflows.ts";
+import { isDataException } from "../db/errors.ts";
 import type { JobId } from "../db/job-row.ts";
 import { defineTask, type Task } from "../runtime/task.ts";
 import { claimOfRun } from "../runtime/handler-context.ts";
@@ -138,7 +139,7 @@ export const applyDueEvents = async (
       const finished = row.status !== "starting" && row.status !== "running";
       const write = finished ? undefined : plan(registry, row, claim);
       const outcome =
-        write === undefined ? await dropEvent(deps.db, row.eventId, claim, `workflow ${row.status}`, deps.statements) : await writeApply(deps.db, write, deps.statements);
+        write === undefined ? await dropEvent(deps.db, row.eventId, claim, `workflow ${row.status}`, deps.statements) : await writeOrFail(deps, write, row);
       if (outcome === "fenced") throw lost();
       if (outcome === "raced") {
         // Written by another applier meanwhile (one that took a hold this run's claim had let lapse): read again.
@@ -163,18 +164,50 @@ export const applyDueEvents = async (
 };
 
 /** The write one event makes: the machine's step, or a drop. */
-const plan = (
-  registry: WorkflowRegistry,
-  row: ApplyInput,
-  claim: { id: JobId; token: string },
-): ApplyWrite & { logs: unknown[]; machine: AnyStateMachine; xstateEvent: unknown } => {
-  const { definition, migrateFrom } = registry.resolve(row);
-  let persisted = row.snapshot;
-  const notes: string[] = [];
-  if (migrateFrom !== undefined) {
-    persisted = migrateSnapshot(definition, migrateFrom, row.snapshot as Record<string, unknown>);
-    notes.push(`migrated from version ${migrateFrom} to ${definition.version}`);
+type PlannedWrite = ApplyWrite & { logs: unknown[]; machine: AnyStateMachine; xstateEvent: unknown };
+
+/**
+ * The write that fails the instance, with why: its snapshot as stored, its tasks in flight stopped
+ * (and its timers: the apply deletes a finished instance's). What made the step fail (the machine
+ * threw, a refused action, a value PostgreSQL cannot store) would fail it again on every retry.
+ */
+const failure = (base: Omit<PlannedWrite, "snapshot" | "state" | "status" | "outcome" | "note" | "startTasks" | "stopTasks" | "startTimers" | "cancelTimers" | "logs">, row: ApplyInput, snapshot: unknown, notes: string[], message: string): PlannedWrite => ({
+  ...base,
+  snapshot,
+  state: (snapshot as { value?: unknown } | null)?.value ?? null,
+  status: "failed",
+  error: message,
+  outcome: "applied",
+  note: [...notes, `failed: ${message}`].join("; "),
+  startTasks: [],
+  stopTasks: Object.entries(row.tasks).map(([invokeId, jobId]) => ({ invokeId, jobId })),
+  startTimers: [],
+  cancelTimers: [],
+  logs: [],
+});
+
+/** What a step that threw is, in words. */
+const failureMessage = (error: unknown): string =>
+  error instanceof WorkflowRefusal ? `the transition ${error.message}` : error instanceof Error ? error.message : String(error);
+
+/**
+ * Writes the step; a step PostgreSQL cannot store (a value it refuses: a snapshot over 1 MiB, a NUL
+ * in the context, a delay past its calendar) fails the instance instead, saying why: written as it
+ * was, it would be refused on every retry, and the events behind it would wait for ever.
+ */
+const writeOrFail = async (deps: ApplierDeps, write: PlannedWrite, row: ApplyInput): Promise<ApplyOutcome> => {
+  try {
+    return await writeApply(deps.db, write, deps.statements);
+  } catch (error) {
+    if (!(error instanceof InvalidJobError) && !isDataException(error)) throw error;
+    const { snapshot: _snapshot, state: _state, status: _status, outcome: _outcome, note: _note, startTasks: _s, stopTasks: _t, startTimers: _u, cancelTimers: _c, logs: _l, output: _o, error: _e, ...base } = write;
+    return writeApply(deps.db, failure(base, row, row.snapshot, [], (error as Error).message), deps.statements);
   }
+};
+
+/** The write one event makes: the machine's step, or a drop, or the instance's failure. */
+const plan = (registry: WorkflowRegistry, row: ApplyInput, claim: { id: JobId; token: string }): PlannedWrite => {
+  const { definition, migrateFrom } = registry.resolve(row);
   const base = {
     workflowId: row.id,
     seq: row.seq,
@@ -183,49 +216,46 @@ const plan = (
     version: definition.version,
     fingerprint: definition.fingerprint,
     machine: definition.machine as AnyStateMachine,
+    xstateEvent: row.event as unknown,
   };
-  const unchanged = (note: string, xstateEvent: unknown) => ({
-    ...base,
-    snapshot: persisted,
-    state: (persisted as { value?: unknown }).value ?? null,
-    status: "running" as const,
-    outcome: "dropped" as const,
-    note: [...notes, note].join("; "),
-    startTasks: [],
-    stopTasks: [],
-    startTimers: [],
-    cancelTimers: [],
-    logs: [],
-    xstateEvent,
-  });
+  let persisted = row.snapshot;
+  const notes: string[] = [];
   let step: Step;
-  let xstateEvent: unknown;
   let answered: string | undefined;
   try {
+    if (migrateFrom !== undefined) {
+      persisted = migrateSnapshot(definition, migrateFrom, row.snapshot as Record<string, unknown>);
+      notes.push(`migrated from version ${migrateFrom} to ${definition.version}`);
+    }
     if (row.kind === "start") {
-      xstateEvent = { type: "xstate.init", input: (row.event as { input?: unknown }).input };
+      base.xstateEvent = { type: "xstate.init", input: (row.event as { input?: unknown }).input };
       step = startStep(definition, (row.event as { input?: unknown }).input ?? undefined);
     } else if (row.kind === "task") {
       const task = taskEvent(row);
-      if ("dropped" in task) return unchanged(task.dropped, row.event);
+      if ("dropped" in task) {
+        return {
+          ...base,
+          snapshot: persisted,
+          state: (persisted as { value?: unknown } | null)?.value ?? null,
+          status: "running",
+          outcome: "dropped",
+          note: [...notes, task.dropped].join("; "),
+          startTasks: [],
+          stopTasks: [],
+          startTimers: [],
+          cancelTimers: [],
+          logs: [],
+        };
+      }
       answered = task.invokeId;
-      xstateEvent = task.event;
+      base.xstateEvent = task.event;
       step = eventStep(definition, persisted, task.event);
     } else {
-      xstateEvent = row.event;
       step = eventStep(definition, persisted, row.event as { type: string });
     }
   } catch (error) {
-    // The machine itself threw (a guard, an assign, a refused action): the instance fails, with why.
-    const message = error instanceof WorkflowRefusal ? `the transition ${error.message}` : error instanceof Error ? error.message : String(error);
-    return {
-      ...unchanged("", xstateEvent ?? row.event),
-      status: "failed",
-      error: message,
-      outcome: "applied",
-      note: [...notes, `failed: ${message}`].join("; "),
-      stopTasks: Object.entries(row.tasks).map(([invokeId, jobId]) => ({ invokeId, jobId })),
-    };
+    // The machine itself threw (a guard, an assign, a refused action), or its migration did.
+    return failure(base, row, row.snapshot, notes, failureMessage(error));
   }
   const stopped = new Set(step.stopTasks);
   if (answered !== undefined) stopped.add(answered);
@@ -245,7 +275,6 @@ const plan = (
     startTimers: step.startTimers,
     cancelTimers: step.cancelTimers,
     logs: step.logs,
-    xstateEvent,
   };
 };
 
@@ -254,8 +283,9 @@ export const applierTask = (registry: WorkflowRegistry, deps: () => ApplierDeps)
   defineTask<{ workflow: JobId }, { applied: number }>({
     name: APPLIER_TASK,
     // Each run applies what is due; a failure (a worker without the instance's version, the
-    // database away) is tried again with the usual backoff, up to a day.
-    maxAttempts: 25,
-    backoff: { baseMs: 1_000, maxMs: 3_600_000 },
+    // database away) is tried again, every 10 minutes at most, for about a week: an applier that
+    // gave up would leave its instance's events to the next one sent.
+    maxAttempts: 1_000,
+    backoff: { baseMs: 1_000, maxMs: 600_000 },
     handler: async (payload, ctx) => ({ applied: await applyDueEvents(deps(), registry, String(payload.workflow), claimOfRun(ctx), ctx.signal) }),
   }) as Task;

@@ -2,6 +2,7 @@
 // gives the next snapshot and the actions it asks for, and this module turns the actions into what
 // the database must do in the same statement (tasks to enqueue and to cancel, timers to set and to
 // cancel). Nothing here touches the database, so the testing kit walks a machine with it too.
+import { randomUUID } from "node:crypto";
 import { createActor, initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from "xstate";
 import type { WorkflowDefinition, TaskRef } from "./definition.ts";
 
@@ -38,6 +39,9 @@ export interface Step {
   unchanged: boolean;
 }
 
+/** The longest delay a timer may have: 100 years, in milliseconds. */
+export const MAX_DELAY_MS = 100 * 365.25 * 86_400_000;
+
 /** A transition asked for something a workflow cannot do durably (found at run time, e.g. in enqueueActions). */
 export class WorkflowRefusal extends Error {
   override readonly name = "WorkflowRefusal";
@@ -48,18 +52,23 @@ interface ActionLike {
   params?: Record<string, unknown> | null;
 }
 
-const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, actions: ActionLike[], taken: boolean): Step => {
+const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, actions: ActionLike[], taken: boolean, childrenBefore: readonly string[]): Step => {
   const machine = definition.machine;
   const step: Step = { snapshot: null, value: snapshot.value, status: "running", startTasks: [], stopTasks: [], startTimers: [], cancelTimers: [], logs: [], unchanged: false };
   for (const action of actions) {
     const params = action.params ?? {};
     switch (action.type) {
       case "xstate.raise": {
-        // Raises without a delay were taken within the transition; a delayed one is a timer.
-        if (typeof params.delay === "number") {
-          const sendId = String(params.id ?? (params.event as { type: string }).type);
+        // Raises without a delay were taken within the transition; a delayed one is a timer. One
+        // without an id cannot be cancelled, and is a timer of its own (as XState's scheduler keys it).
+        if (params.delay !== undefined) {
+          const delay = params.delay as number;
+          if (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0 || delay > MAX_DELAY_MS) {
+            throw new WorkflowRefusal(`delays ${String((params.event as { type?: string })?.type)} by ${String(delay)} ms: a delay is a number of milliseconds from 0 to ${MAX_DELAY_MS} (100 years).`);
+          }
+          const sendId = params.id === undefined ? `${(params.event as { type: string }).type}#${randomUUID()}` : String(params.id);
           step.startTimers = step.startTimers.filter((t) => t.sendId !== sendId);
-          step.startTimers.push({ sendId, event: params.event as { type: string }, delayMs: Math.max(0, params.delay) });
+          step.startTimers.push({ sendId, event: params.event as { type: string }, delayMs: delay });
         }
         break;
       }
@@ -96,6 +105,13 @@ const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, a
         throw new WorkflowRefusal(`runs the action "${action.type}", a side effect that is not durable: run it as a task.`);
     }
   }
+  // A child that came with no spawnChild action was spawned inside assign (spawn()): XState starts it
+  // on a deferred call the pure transition never makes, so no job would ever run it.
+  for (const id of Object.keys(snapshot.children ?? {})) {
+    if (!childrenBefore.includes(id) && !step.startTasks.some((t) => t.invokeId === id)) {
+      throw new WorkflowRefusal(`spawns "${id}" inside assign (spawn()), which a workflow cannot make durable: invoke the task, or use the spawnChild action.`);
+    }
+  }
   if (snapshot.status === "done") {
     step.status = "done";
     step.output = snapshot.output;
@@ -114,7 +130,7 @@ const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, a
 /** The first step: the machine's initial state for `input`. */
 export const startStep = (definition: WorkflowDefinition, input: unknown): Step => {
   const [snapshot, actions] = initialTransition(definition.machine as AnyStateMachine, input as never);
-  return collect(definition, snapshot as AnyMachineSnapshot, actions as ActionLike[], true);
+  return collect(definition, snapshot as AnyMachineSnapshot, actions as ActionLike[], true, []);
 };
 
 /** A stored snapshot as a live one again (its children restored by their names in setup()). */
@@ -127,7 +143,7 @@ export const eventStep = (definition: WorkflowDefinition, persisted: unknown, ev
   // Whether a transition takes the event (guards evaluated), asked before it is applied.
   const taken = restored.can(event as never);
   const [snapshot, actions] = transition(definition.machine as AnyStateMachine, restored as never, event as never);
-  return collect(definition, snapshot as AnyMachineSnapshot, actions as ActionLike[], taken);
+  return collect(definition, snapshot as AnyMachineSnapshot, actions as ActionLike[], taken, Object.keys(restored.children ?? {}));
 };
 
 /** A migration's result as this machine's persisted snapshot, keeping the tasks in flight. */

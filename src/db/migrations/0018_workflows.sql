@@ -13,7 +13,8 @@ CREATE TABLE {{schema}}.workflows (
   -- Idempotent start: one instance per (name, key) for as long as the instance is kept.
   key         text        CHECK (key IS NULL OR length(key) BETWEEN 1 AND 512),
   -- The machine the instance runs, pinned by its first event: the version its definition names and
-  -- the fingerprint of the machine's definition (a changed machine under the same version is refused).
+  -- the fingerprint of the machine's definition (states, transitions, invocations, action names: a
+  -- machine changed in those under the same version is refused; its implementations are not in it).
   version     text,
   fingerprint text,
   -- 'starting' until a worker applied its start; then 'running' until the machine reaches a final
@@ -64,7 +65,7 @@ CREATE TABLE {{schema}}.workflow_events (
   state       jsonb,
   by          text        CHECK (by IS NULL OR length(by) BETWEEN 1 AND 200)
 );
-CREATE INDEX workflow_events_inbox_idx ON {{schema}}.workflow_events (workflow_id, id) WHERE applied_at IS NULL;
+CREATE INDEX workflow_events_inbox_idx ON {{schema}}.workflow_events (workflow_id, due_at, id) WHERE applied_at IS NULL;
 -- An instance's history in the order applied; retention finds all of an instance's events by it too.
 CREATE INDEX workflow_events_history_idx ON {{schema}}.workflow_events (workflow_id, applied_at);
 
