@@ -346,6 +346,22 @@ describe("applying events", () => {
     expect((await getWorkflow(db.pool, id))!).toMatchObject({ state: "gaveUp", tasks: {}, context: { receipt: null } });
   });
 
+  it("a task whose done event takes no state away leaves no invocation in flight", async () => {
+    const staying = defineWorkflow({
+      name: "staying",
+      machine: setup({ types: {} as { context: { got: unknown } }, actors: { charge: chargeCard } }).createMachine({
+        context: { got: null },
+        initial: "a",
+        states: { a: { invoke: { id: "w", src: "charge", input: { amount: 1 }, onDone: { actions: assign({ got: ({ event }) => event.output }) } }, on: { NEXT: "b" } }, b: {} },
+      }),
+    });
+    const charge = defineTask({ name: "charge-card", handler: async () => ({ receipt: "kept" }) });
+    await worker({ tasks: [charge], workflows: [staying] });
+    const { id } = await startWorkflow(db.pool, staying, null);
+    await until("the result", async () => ((await getWorkflow(db.pool, id))!.context as { got: unknown } | null)?.got !== null && (await getWorkflow(db.pool, id))!.seq >= 2);
+    expect((await getWorkflow(db.pool, id))!).toMatchObject({ state: "a", tasks: {}, context: { got: { receipt: "kept" } } });
+  });
+
   it("a task job reports once: a later write to its finished row sends nothing", async () => {
     const { id } = await startWorkflow(db.pool, payment, { amount: 4 });
     const charge = defineTask({ name: "charge-card", handler: async () => ({ receipt: "r" }) });

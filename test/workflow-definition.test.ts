@@ -1,0 +1,108 @@
+// defineWorkflow's checks, the registry a worker builds of its workflows, and the pure step (the
+// actions a transition asks for, as the database must carry them out): no database needed.
+import { describe, expect, it } from "vitest";
+import { assign, createActor, fromCallback, log, raise, setup, spawnChild } from "xstate";
+import { defineWorkflow, task, taskOf } from "../src/workflows/definition.ts";
+import { WorkflowRegistry, workflowRegistry } from "../src/workflows/applier.ts";
+import { eventStep, startStep } from "../src/workflows/step.ts";
+
+const simple = setup({}).createMachine({ initial: "a", states: { a: {} } });
+const message = (run: () => unknown): string => {
+  try {
+    run();
+  } catch (error) {
+    return (error as Error).message;
+  }
+  throw new Error("not refused");
+};
+
+describe("defineWorkflow refuses bad options, saying what is wrong", () => {
+  it("options, machine, version, migrations", () => {
+    expect(message(() => defineWorkflow(null as never))).toBe("picket: defineWorkflow takes { name, machine, version?, migrations? }.");
+    expect(message(() => defineWorkflow({ name: "w", machine: { root: {} } as never }))).toMatch(/machine must be an XState machine/);
+    expect(message(() => defineWorkflow({ name: "w", machine: simple, version: "" }))).toMatch(/version must be 1–512 characters/);
+    expect(message(() => defineWorkflow({ name: "w", machine: simple, version: "v".repeat(513) }))).toMatch(/version must be 1–512 characters/);
+    expect(defineWorkflow({ name: "w", machine: simple, version: "v".repeat(512) }).version).toHaveLength(512);
+    expect(message(() => defineWorkflow({ name: "w", machine: simple, migrations: { "1": "nope" } as never }))).toMatch(/migrations must map each older version to a function/);
+    expect(message(() => defineWorkflow({ name: "w", machine: simple, version: 2, migrations: { "2": (old) => old } }))).toMatch(/a migration from version 2 to itself/);
+    expect(defineWorkflow({ name: "w", machine: simple, version: 3 }).version).toBe("3");
+  });
+
+  it("named built-in actions and action objects are accepted; named custom ones, in always transitions too, are not", () => {
+    const named = setup({ actions: { bump: assign({}), note: log("x") } }).createMachine({
+      initial: "a",
+      states: { a: { entry: "bump", on: { GO: { actions: [{ type: "note" }] } }, always: { guard: () => false, target: "a", actions: "bump" } } },
+    });
+    expect(defineWorkflow({ name: "named", machine: named }).name).toBe("named");
+    const custom = setup({ actions: { email: () => undefined } }).createMachine({ initial: "a", states: { a: { always: { guard: () => false, target: "a", actions: [{ type: "email" }] } } } });
+    expect(message(() => defineWorkflow({ name: "custom", machine: custom }))).toMatch(/an always transition of state "\(machine\)\.a" runs the action "email"/);
+  });
+
+  it("task() runs only under picket: a plain actor says so; taskOf reads what task() recorded", async () => {
+    const charge = task("charge-card", { queue: "payments", maxAttempts: 3 });
+    expect(taskOf(charge)).toEqual({ name: "charge-card", queue: "payments", maxAttempts: 3 });
+    expect(taskOf(null)).toBeUndefined();
+    expect(taskOf("charge-card")).toBeUndefined();
+    const actor = createActor(charge, { input: {} });
+    const failed = new Promise<unknown>((resolve) => actor.subscribe({ error: resolve }));
+    actor.start();
+    expect(((await failed) as Error).message).toMatch(/^picket: task "charge-card" runs as a picket job of a workflow; this machine was run outside picket\./);
+    expect(() => task("bad name!")).toThrow(/letters, digits/);
+  });
+});
+
+describe("the registry a worker builds", () => {
+  const v1 = defineWorkflow({ name: "r", version: 1, machine: simple });
+  it("refuses what defineWorkflow did not make, a version given twice, and workflows that are no array", () => {
+    expect(message(() => new WorkflowRegistry([{ name: "r" } as never]))).toBe("picket: workflows must be made with defineWorkflow({ name, machine }).");
+    expect(message(() => new WorkflowRegistry([v1, defineWorkflow({ name: "r", version: 1, machine: simple })]))).toMatch(/version 1 is given twice/);
+    expect(message(() => workflowRegistry({ workflows: v1 as never }))).toMatch(/workflows must be an array/);
+    expect(workflowRegistry({})).toBeUndefined();
+    expect(workflowRegistry({ workflows: [] })).toBeUndefined();
+    expect(workflowRegistry({ workflows: [v1] })!.machines().map((m) => [m.name, m.version])).toEqual([["r", "1"]]);
+  });
+
+  it("resolves an unknown name with what to do; the last version given starts new instances", () => {
+    const v2 = defineWorkflow({ name: "r", version: 2, machine: simple });
+    const registry = new WorkflowRegistry([v1, v2]);
+    expect(registry.resolve({ id: "1", name: "r", version: null, fingerprint: null }).definition).toBe(v2);
+    expect(message(() => registry.resolve({ id: "9", name: "other", version: null, fingerprint: null }))).toMatch(/workflow 9 is a "other", which this worker does not run/);
+  });
+});
+
+describe("the step: what a transition asks the database for", () => {
+  const t = task("t");
+  it("a timer set and cancelled in one step, and a task started and stopped in one step, come to nothing; log() is kept", () => {
+    const machine = setup({ actors: { t } }).createMachine({
+      initial: "a",
+      states: {
+        a: { on: { GO: "passing" } },
+        // Entered and left in the same step: its timer and its invocation never exist.
+        passing: { entry: log("passing through"), after: { 1000: "a" }, invoke: { id: "tt", src: "t" }, always: "b" },
+        b: { after: { 500: "a" } },
+      },
+    });
+    const definition = defineWorkflow({ name: "step", machine });
+    const start = startStep(definition, undefined);
+    const step = eventStep(definition, start.snapshot, { type: "GO" });
+    expect(step.value).toBe("b");
+    expect(step.startTasks).toEqual([]);
+    expect(step.stopTasks).toEqual([]);
+    expect(step.startTimers.map((x) => [x.sendId, x.delayMs])).toEqual([["xstate.after.500.(machine).b", 500]]);
+    expect(step.cancelTimers).toEqual([]);
+    expect(step.logs).toEqual(["passing through"]);
+  });
+
+  it("a timer raised twice under one id in one step is one timer", () => {
+    const machine = setup({}).createMachine({ initial: "a", states: { a: { on: { GO: { actions: [raise({ type: "X" }, { delay: 10, id: "x" }), raise({ type: "X" }, { delay: 20, id: "x" })] } } } } });
+    const definition = defineWorkflow({ name: "twice", machine });
+    const step = eventStep(definition, startStep(definition, undefined).snapshot, { type: "GO" });
+    expect(step.startTimers.map((x) => [x.sendId, x.delayMs])).toEqual([["x", 20]]);
+  });
+
+  it("a child spawned by spawnChild that is not a task() is refused when the step runs", () => {
+    const machine = setup({ actors: { listen: fromCallback(() => undefined) } }).createMachine({ initial: "a", states: { a: { entry: spawnChild("listen") } } });
+    const definition = defineWorkflow({ name: "spawns", machine });
+    expect(message(() => startStep(definition, undefined))).toBe('spawns "listen", which is not a task(): only tasks can be made durable.');
+  });
+});
