@@ -1,12 +1,7 @@
 import type { Command } from "commander";
 import { cancelFlow, FLOW_STATUSES, flowGraph, listFlows, type Flow, type FlowEdge, type FlowStatus, type Job } from "../db/index.ts";
 import { age } from "./queues.ts";
-import { byOption, operator, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
-
-const table = (header: string[], rows: string[][]): string => {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  return `${[header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n")}\n`;
-};
+import { byOption, operator, statementOptions, table, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 /** One line per flow: its id, name, status, jobs (live / dead / cancelled of total), age. */
 export const formatFlows = (flows: Flow[], now: Date): string => {

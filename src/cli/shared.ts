@@ -85,3 +85,9 @@ const osUser = (): string => {
 export const operator = (by: string | undefined): string => by ?? `${osUser()}@${hostname()}`.slice(0, 200);
 
 export const byOption = ["--by <name>", "who the record names as asking (default: your OS user@host)"] as const;
+
+/** Rows under a header, each column as wide as its widest cell, two spaces apart. */
+export const table = (header: string[], rows: string[][]): string => {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  return `${[header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n")}\n`;
+};

@@ -15,12 +15,7 @@ import {
   type WorkflowStatus,
 } from "../db/workflows.ts";
 import { age } from "./queues.ts";
-import { byOption, operator, statementOptions, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
-
-const table = (header: string[], rows: string[][]): string => {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  return `${[header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n")}\n`;
-};
+import { byOption, operator, statementOptions, table, withDatabaseOptions, withPool, type DatabaseOptions } from "./shared.ts";
 
 const clip = (text: string, max = 80): string => (text.length <= max ? text : `${text.slice(0, max - 1)}…`);
 

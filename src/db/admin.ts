@@ -59,6 +59,8 @@ const cancelMatching = (schema: string, which: string) => `
 const cancelSql = perSchema((schema) => cancelMatching(schema, "t.id = ANY ($1::bigint[])"));
 /** Cancel every live job of flow $1 (who asked: $2). */
 export const cancelFlowSql = perSchema((schema) => cancelMatching(schema, "t.flow_id = $1::bigint"));
+/** Cancel every live task job of workflow instance $1 (who asked: $2). */
+export const cancelWorkflowJobsSql = perSchema((schema) => cancelMatching(schema, "t.workflow_id = $1::bigint"));
 
 // Run now: a pending job waiting for its run_at (delayed, or a retry's backoff) is due at once.
 // A pending job already due stays as it is (the write still records who asked).

@@ -31,7 +31,8 @@ export interface Statement {
   values?: unknown[];
 }
 
-const isPool = (db: Queryable): db is pg.Pool =>
+/** Whether `db` is a pg pool (a statement gets a connection of its own) rather than a caller's client. */
+export const isPool = (db: Queryable): db is pg.Pool =>
   typeof (db as Partial<pg.Pool>).connect === "function" && "totalCount" in (db as object);
 
 /** The connection details a cancel request needs; pg keeps them on every connected client. */

@@ -2,7 +2,7 @@
 // applier's hold of an instance, its read and its one fenced write per event, cancel, retention,
 // and what the console and the CLI read. The tables are migration 0018's.
 import { InvalidJobError, PicketError } from "./errors.ts";
-import { isJobId } from "./admin.ts";
+import { cancelWorkflowJobsSql, isJobId } from "./admin.ts";
 import { fence } from "./fenced.ts";
 import { checkOperatorName, operatorSet } from "./job-history.ts";
 import { checkTaskName, MAX_KEY_LENGTH } from "./job-spec.ts";
@@ -10,7 +10,7 @@ import type { JobId, JobStatus } from "./job-row.ts";
 import { CANCEL_PREFIX, notifyChannel } from "./notify.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
-import { runStatement } from "./statement.ts";
+import { isPool, runStatement } from "./statement.ts";
 import { storableJson, unstorableText } from "./storable-json.ts";
 
 /**
@@ -450,10 +450,10 @@ export const dropEvent = async (db: Queryable, eventId: JobId, claim: { id: JobI
   return row.written === 1 ? "applied" : row.claimed === 0 ? "fenced" : "raced";
 };
 
-// Cancel, in two statements in one transaction. The first ends the instance (waiting for an apply
+// Cancel, in statements of one transaction. The first ends the instance (waiting for an apply
 // in progress: the row lock) and records the cancel; from its commit on, no apply can write. The
-// second, with a snapshot taken after the first, drops the inbox, deletes the timers' jobs and
-// cancels the live tasks (a processing one told at commit): an apply that committed while the first
+// next ones, with snapshots taken after the first, drop the inbox, delete the timers' jobs and
+// cancel the live tasks (a processing one told at commit): an apply that committed while the first
 // waited is seen there, its tasks and timers with it. (In one statement, they were not: the rest of
 // a statement keeps the snapshot it started with.)
 const cancelSql = perSchema(
@@ -468,28 +468,16 @@ const cancelSql = perSchema(
   )
   SELECT (SELECT count(*) FROM wf)::int AS cancelled`,
 );
-const cancelledCleanupSql = perSchema(
+const cancelledInboxSql = perSchema(
   (schema) => `
   WITH inbox AS (
     UPDATE ${schema}.workflow_events AS e SET applied_at = now(), outcome = 'dropped', note = 'workflow cancelled'
     WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL
     RETURNING e.wake_job
-  ), wakes AS (
-    DELETE FROM ${schema}.jobs AS j WHERE j.id = ANY (ARRAY(SELECT i.wake_job FROM inbox AS i WHERE i.wake_job IS NOT NULL)) AND j.status = 'pending'
-  ), stopped AS (
-    UPDATE ${schema}.jobs AS j
-    SET status = 'cancelled', finished_at = now(), lock_until = NULL, ${operatorSet(schema, "cancel", "$2::text")}, updated_at = now()
-    WHERE j.workflow_id = $1::bigint AND j.status IN ('pending', 'processing', 'waiting')
-    RETURNING j.id, j.claim_token
-  ), told AS (
-    SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || s.id || ':' || s.claim_token) FROM stopped AS s WHERE s.claim_token IS NOT NULL
   )
-  SELECT (SELECT count(*) FROM stopped)::int AS tasks, (SELECT count(*) FROM told)::int AS told`,
+  DELETE FROM ${schema}.jobs AS j WHERE j.id = ANY (ARRAY(SELECT i.wake_job FROM inbox AS i WHERE i.wake_job IS NOT NULL)) AND j.status = 'pending'`,
 );
 const statusSql = perSchema((schema) => `SELECT status FROM ${schema}.workflows WHERE id = $1::bigint`);
-
-const isPool = (db: Queryable): db is Queryable & { connect(): Promise<Queryable & { release(): void }> } =>
-  typeof (db as { connect?: unknown }).connect === "function" && "totalCount" in (db as object);
 
 export interface CancelledWorkflow {
   outcome: "cancelled" | "not_found" | "finished";
@@ -509,15 +497,17 @@ export const cancelWorkflow = async (db: Queryable, id: JobId | number, options:
   const schema = options.schema ?? DEFAULT_SCHEMA;
   // On a pool, one connection and one transaction for both statements; a caller's client is used as
   // given (inside the caller's transaction, if any).
-  const client = isPool(db) ? await db.connect() : db;
+  const client: Queryable = isPool(db) ? await db.connect() : db;
   const own = client !== db;
   try {
     if (own) await client.query({ text: "BEGIN" });
     const { rows } = await runStatement<{ cancelled: number }>(client, { text: cancelSql(schema), values: [workflowId, by] }, options);
     let result: CancelledWorkflow;
     if (rows[0]!.cancelled === 1) {
-      const { rows: cleaned } = await runStatement<{ tasks: number }>(client, { text: cancelledCleanupSql(schema), values: [workflowId, by] }, options);
-      result = { outcome: "cancelled", status: "cancelled", tasks: cleaned[0]!.tasks };
+      await runStatement(client, { text: cancelledInboxSql(schema), values: [workflowId] }, options);
+      // Its live tasks, as cancelJob cancels a job (a processing one's worker told at commit).
+      const { rows: stopped } = await runStatement(client, { text: cancelWorkflowJobsSql(schema), values: [workflowId, by] }, options);
+      result = { outcome: "cancelled", status: "cancelled", tasks: stopped.length };
     } else {
       // Not live: its status read now (an apply that ended it while the cancel waited for its row
       // is seen only by a statement that starts after).
