@@ -288,6 +288,14 @@ describe("picket workflows", () => {
     const missing = await picket(["workflows", "send", id], env());
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/missing required argument 'event'/);
+    // The instance's applier job is the workflow's, not the operator's to cancel alone.
+    const { rows: [applier] } = await db.pool.query<{ id: JobId }>("SELECT id FROM picket.jobs WHERE type = 'picket.workflow' AND payload->>'workflow' = $1", [id]);
+    const cancelApplier = await picket(["jobs", "cancel", applier!.id], env());
+    expect(cancelApplier).toMatchObject({ code: 1, stdout: "" });
+    expect(cancelApplier.stderr).toBe(
+      `picket: job ${applier!.id} applies the events of workflow ${id}: cancelled alone, it would leave an event waiting; cancel the workflow (picket workflows cancel ${id})\n`,
+    );
+    expect((await getJob(db.pool, applier!.id))!.status).toBe("pending");
     expect((await getWorkflow(db.pool, id))!.status).toBe("starting");
   }, 60_000);
 

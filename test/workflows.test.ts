@@ -4,7 +4,8 @@
 // and migrated, and start/send inside the caller's transaction.
 import { describe, expect, it } from "vitest";
 import { assign, fromCallback, fromPromise, log, raise, setup, createMachine, sendTo } from "xstate";
-import { claimJobs, completeJobs, getJob, sweepExpiredClaims, type JobId } from "../src/db/index.ts";
+import { applyBulk, cancelJob, claimJobs, completeJobs, countBulk, getJob, sweepExpiredClaims, type JobId } from "../src/db/index.ts";
+import { bulkMessage, jobActionMessage } from "../src/dashboard/action-words.ts";
 import {
   cancelWorkflow,
   getWorkflow,
@@ -12,9 +13,9 @@ import {
   startWorkflow,
   workflowHistory,
   workflowJobs,
-  APPLIER_TASK,
   holdForApply,
 } from "../src/db/workflows.ts";
+import { APPLIER_TASK } from "../src/db/job-spec.ts";
 import { defineWorkflow, task } from "../src/workflows/definition.ts";
 import { applyDueEvents, WorkflowRegistry } from "../src/workflows/applier.ts";
 import { defineTask } from "../src/runtime/task.ts";
@@ -638,5 +639,37 @@ describe("order and timers", () => {
     await apply.query("COMMIT");
     expect(await cancelling).toEqual({ outcome: "cancelled", status: "cancelled", tasks: 1 });
     expect(await getJob(db.pool, job.id)).toMatchObject({ status: "cancelled" });
+  });
+});
+
+describe("an operator's cancel leaves a workflow's applier jobs", () => {
+  const timed = defineWorkflow({
+    name: "timed-cancel",
+    machine: setup({}).createMachine({ initial: "waiting", states: { waiting: { after: { 300: "done" } }, done: { type: "final" } } }),
+  });
+
+  it("cancelJob refuses one, naming the workflow to cancel instead; a bulk cancel counts them skipped; the workflow runs on", async () => {
+    const { id } = await startWorkflow(db.pool, timed);
+    const { rows: appliers } = await db.pool.query<{ id: JobId }>("SELECT id FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2 AND status = 'pending'", [APPLIER_TASK, id]);
+    expect(appliers).toHaveLength(1);
+    const refused = await cancelJob(db.pool, appliers[0]!.id, { by: "ops" });
+    expect(refused).toEqual({ outcome: "applies_workflow", workflowId: id });
+    expect(jobActionMessage("cancel", appliers[0]!.id, refused)).toBe(
+      `job ${appliers[0]!.id} applies the events of workflow ${id}, so nothing was done: cancelled alone, it would leave an event waiting. Cancel the workflow instead`,
+    );
+    const filter = { state: "ready", task: APPLIER_TASK } as const;
+    const expected = await countBulk(db.pool, "cancel", filter);
+    expect(expected).toBeGreaterThanOrEqual(1);
+    const bulk = await applyBulk(db.pool, "cancel", filter, { expected, by: "ops" });
+    expect(bulk).toMatchObject({ applied: 0, skipped: expected });
+    expect(bulkMessage("cancel", bulk)).toContain("or they apply a workflow's events: cancel the workflow");
+    expect((await getJob(db.pool, appliers[0]!.id))!.status).toBe("pending");
+    // Its start and its timer are applied: had the applier been cancelled, nothing would apply them.
+    await worker({ tasks: [], workflows: [timed], keepCompleted: true });
+    await settled(id);
+    expect(await getWorkflow(db.pool, id)).toMatchObject({ status: "done", state: "done" });
+    // A finished applier is told apart as any finished job is.
+    await until("the applier to complete", async () => (await getJob(db.pool, appliers[0]!.id))!.status === "completed");
+    expect(await cancelJob(db.pool, appliers[0]!.id)).toEqual({ outcome: "wrong_status", status: "completed" });
   });
 });

@@ -19,7 +19,9 @@ const report = (action: string, id: string, result: AdminResult, wanted: string)
           `Let that job finish (or cancel it: picket jobs cancel ${result.heldBy}), then retry this one.`
         : result.outcome === "in_flow"
           ? `job ${id} is part of flow ${result.flowId}: a flow's jobs are deleted with their flow (by retention once it has finished), not alone`
-          : `job ${id} is ${result.status}; only ${wanted} jobs can be ${action}`,
+          : result.outcome === "applies_workflow"
+            ? `job ${id} applies the events of workflow ${result.workflowId}: cancelled alone, it would leave an event waiting; cancel the workflow (picket workflows cancel ${result.workflowId})`
+            : `job ${id} is ${result.status}; only ${wanted} jobs can be ${action}`,
   );
 };
 

@@ -1,6 +1,7 @@
 import { type Job, type JobId, type JobStatus, jobColumns } from "./job-row.ts";
 import { checkOperatorName, operatorSet, withReadableHistory } from "./job-history.ts";
 import { isUniqueViolation } from "./errors.ts";
+import { APPLIER_TASK } from "./job-spec.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { CANCEL_PREFIX, notifyChannel } from "./notify.ts";
 import { runStatement } from "./statement.ts";
@@ -14,7 +15,9 @@ export type AdminResult =
   /** Retrying would make a second live job with the key: `heldBy` is the live job that has it. */
   | { outcome: "key_taken"; key: string; heldBy: JobId; heldByStatus: JobStatus }
   /** A flow's job is deleted with its flow (retention), never alone: its dependents read it, and the flow counts it. */
-  | { outcome: "in_flow"; flowId: JobId };
+  | { outcome: "in_flow"; flowId: JobId }
+  /** A job that applies a workflow's events is not cancelled alone (the event would wait for good): the workflow is. */
+  | { outcome: "applies_workflow"; workflowId: JobId };
 
 /** Options of an admin action: the statement's, and who asked (recorded in the job's history). */
 export type AdminOptions = StatementOptions & { by?: string };
@@ -56,7 +59,9 @@ const cancelMatching = (schema: string, which: string) => `
   )
   SELECT ${jobColumns("c")} FROM cancelled AS c
   LEFT JOIN LATERAL (SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || c.id || ':' || c.claim_token) WHERE c.was = 'processing') AS told ON true`;
-const cancelSql = perSchema((schema) => cancelMatching(schema, "t.id = ANY ($1::bigint[])"));
+// A workflow's applier job is left (APPLIER_TASK): a bulk cancel of a queue counts it skipped.
+const LIVE: readonly JobStatus[] = ["pending", "processing", "waiting"];
+const cancelSql = perSchema((schema) => cancelMatching(schema, `t.id = ANY ($1::bigint[]) AND t.type <> '${APPLIER_TASK}'`));
 /** Cancel every live job of flow $1 (who asked: $2). */
 export const cancelFlowSql = perSchema((schema) => cancelMatching(schema, "t.flow_id = $1::bigint"));
 /** Cancel every live task job of workflow instance $1 (who asked: $2). */
@@ -140,6 +145,9 @@ const adminWrite = ({ sql, recordsWho }: (typeof ADMIN_STATEMENTS)[AdminAction])
     const current = await getJob(db, jobId, options);
     if (current === null) return { outcome: "not_found" };
     if (sql === deleteFinishedSql && current.flowId !== null) return { outcome: "in_flow", flowId: current.flowId };
+    if (sql === cancelSql && current.type === APPLIER_TASK && LIVE.includes(current.status)) {
+      return { outcome: "applies_workflow", workflowId: String((current.payload as { workflow?: unknown } | null)?.workflow) };
+    }
     return { outcome: "wrong_status", status: current.status };
   };
 

@@ -1,6 +1,13 @@
 import { InvalidJobError } from "./errors.ts";
 import { MAX_VALUE_BYTES, unstorableText } from "./storable-json.ts";
 
+/**
+ * The task that applies a workflow's events (src/workflows/applier.ts). Its jobs belong to their
+ * workflow: an operator's cancel leaves them (one cancelled would strand the event or timer it was
+ * made for until something else woke the instance); the workflow is cancelled instead.
+ */
+export const APPLIER_TASK = "picket.workflow";
+
 /** What a caller asks for when enqueueing one job. */
 export interface JobSpec {
   /** The task name. 1–128 characters of letters, digits and `_ . : / -`. */

@@ -5,7 +5,7 @@ import { InvalidJobError, PicketError } from "./errors.ts";
 import { cancelWorkflowJobsSql, isJobId } from "./admin.ts";
 import { fence } from "./fenced.ts";
 import { checkOperatorName, operatorSet } from "./job-history.ts";
-import { checkTaskName, MAX_KEY_LENGTH } from "./job-spec.ts";
+import { APPLIER_TASK, checkTaskName, MAX_KEY_LENGTH } from "./job-spec.ts";
 import type { JobId, JobStatus } from "./job-row.ts";
 import { CANCEL_PREFIX, notifyChannel } from "./notify.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
@@ -26,9 +26,6 @@ const named = (what: string, sql: (schema: string) => string, options: Statement
 /** Text for error and note: without NUL or lone surrogates (which PostgreSQL refuses), at most 4,000 characters. */
 const storableText = (text: string | null | undefined): string | null =>
   text === null || text === undefined ? null : text.replaceAll("\u0000", "").toWellFormed().slice(0, 4_000);
-
-/** The task type of the jobs that apply workflow events (one per event, or per timer). */
-export const APPLIER_TASK = "picket.workflow";
 
 export type WorkflowStatus = "starting" | "running" | "done" | "failed" | "cancelled";
 export const WORKFLOW_STATUSES: readonly WorkflowStatus[] = ["starting", "running", "done", "failed", "cancelled"];

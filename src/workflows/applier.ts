@@ -7,8 +7,9 @@
 import type { AnyStateMachine } from "xstate";
 import { InvalidConfigError, InvalidJobError, PicketError } from "../db/errors.ts";
 import type { Queryable, StatementOptions } from "../db/queryable.ts";
-import { APPLIER_TASK, continueApplying, dropEvent, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyOutcome, type ApplyWrite } from "../db/workflows.ts";
+import { continueApplying, dropEvent, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyOutcome, type ApplyWrite } from "../db/workflows.ts";
 import { isDataException } from "../db/errors.ts";
+import { APPLIER_TASK } from "../db/job-spec.ts";
 import type { JobId } from "../db/job-row.ts";
 import { defineTask, type Task } from "../runtime/task.ts";
 import { claimOfRun } from "../runtime/handler-context.ts";
