@@ -535,13 +535,19 @@ describe("what a step cannot do fails the instance, saying why, and nothing wait
       machine: setup({ actors: { t: task("t") } }).createMachine({ context: {}, initial: "a", states, ...extra } as any) as any,
     });
   const endsFailed = async (definition: ReturnType<typeof failing>, send?: { type: string }) => {
-    await worker({ tasks: [], workflows: [definition] });
+    // Stopped before the next call's worker starts: a worker without this definition would claim
+    // its applier jobs, refuse them (it does not run that workflow), and back them off for seconds.
+    const { supervisor } = await worker({ tasks: [], workflows: [definition] });
     const { id } = await startWorkflow(db.pool, definition, null);
-    if (send) {
-      await until("the start", async () => (await getWorkflow(db.pool, id))!.seq >= 1);
-      await sendToWorkflow(db.pool, id, send);
+    try {
+      if (send) {
+        await until("the start", async () => (await getWorkflow(db.pool, id))!.seq >= 1);
+        await sendToWorkflow(db.pool, id, send);
+      }
+      await until(`${definition.name} to fail`, async () => (await getWorkflow(db.pool, id))!.status === "failed");
+    } finally {
+      await supervisor.stop();
     }
-    await until(`${definition.name} to fail`, async () => (await getWorkflow(db.pool, id))!.status === "failed");
     // An event after the failure is refused at the send; the inbox is empty.
     await expect(sendToWorkflow(db.pool, id, { type: "AFTER" })).rejects.toThrow(/has finished \(failed\)/);
     expect((await workflowHistory(db.pool, id)).inbox).toEqual([]);
