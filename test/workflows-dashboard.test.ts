@@ -223,6 +223,58 @@ describe("workflows in the console", () => {
       await Effect.runPromise(Fiber.interrupt(fiber));
     }
   }, 90_000);
+
+  it("an instance's page is named in the address: a reload and a second tab open it, following it live; back closes a job opened on it", async () => {
+    await startWorker({ connectionString: db.url, tasks: [charge], workflows: [order] });
+    const { id } = await startWorkflow(db.pool, order, { amount: 11 });
+    await until("the order awaiting approval", () => stateOf(id), "awaitingApproval");
+    const [chargeJob] = await workflowJobs(db.pool, id);
+    const port = await freePort();
+    let server: Server | undefined;
+    const fiber = Effect.runFork(serveDashboard({ db: db.pool, port, host: "127.0.0.1", intervalMs: 200, token: TOKEN, logger: createLogger({ level: "silent" }) }, (s) => (server = s)));
+    const url = `http://127.0.0.1:${port}/`;
+    await expect.poll(() => fetch(url).then((r) => r.status, () => 0), { timeout: 10_000 }).toBe(200);
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const second = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const litIn = (p: Page) => () => p.locator('[data-testid="workflow-machine"] .state.lit').evaluateAll((gs) => gs.map((g) => g.getAttribute("data-state")).sort());
+    try {
+      await page.goto(url);
+      await page.locator(`[data-testid="workflows"] tr[data-workflow-id="${id}"] a[data-workflow]`).click();
+      await expect.poll(litIn(page), { timeout: 10_000 }).toEqual(["awaitingApproval"]);
+      expect(new URL(page.url()).hash).toBe(`#workflow-${id}`);
+
+      // Reloaded, and opened from its address in a second tab: the same instance, lit in its state.
+      await page.reload();
+      await expect.poll(() => page.locator("#workflow-id").textContent(), { timeout: 10_000 }).toBe(id);
+      await expect.poll(litIn(page), { timeout: 10_000 }).toEqual(["awaitingApproval"]);
+      await second.goto(`${url}#workflow-${id}`);
+      await expect.poll(litIn(second), { timeout: 10_000 }).toEqual(["awaitingApproval"]);
+      // Both follow it: an event sent elsewhere lights its next states in each.
+      await sendToWorkflow(db.pool, id, { type: "APPROVE" });
+      for (const p of [page, second]) await expect.poll(litIn(p), { timeout: 15_000 }).toEqual(["fulfilling.invoice.drafting", "fulfilling.packing.picking"]);
+
+      // A job opened on it is named next; back shows the workflow again, the job's page closed.
+      await page.locator(`[data-testid="workflow-jobs"] tr[data-job-id="${chargeJob!.id}"] a.job`).click();
+      await expect.poll(() => page.locator("#detail-id").textContent(), { timeout: 5_000 }).toBe(chargeJob!.id);
+      expect(new URL(page.url()).hash).toBe(`#job-${chargeJob!.id}`);
+      await page.goBack();
+      await expect.poll(() => page.locator("#detail-id").count(), { timeout: 5_000 }).toBe(0);
+      expect(new URL(page.url()).hash).toBe(`#workflow-${id}`);
+      expect(await page.locator("#workflow-id").textContent()).toBe(id);
+
+      // Closed, it is named no more: a reload opens nothing.
+      await page.locator("#workflow-close").click();
+      expect(new URL(page.url()).hash).toBe("");
+      await page.reload();
+      await page.locator('[data-testid="workflows"]').waitFor({ timeout: 10_000 });
+      expect(await page.locator("#workflow-panel").count()).toBe(0);
+    } finally {
+      await page.close();
+      await second.close();
+      server?.closeAllConnections();
+      await Effect.runPromise(Fiber.interrupt(fiber));
+    }
+  }, 90_000);
 });
 
 describe("the workflow routes", () => {

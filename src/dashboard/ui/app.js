@@ -10,7 +10,7 @@ import { History } from "./history.js";
 import { html } from "./html.js";
 import { FlowPanel, FlowsTable } from "./flows.js";
 import { FailedTable, JobPanel } from "./jobs.js";
-import { openFlow, openJob, openWorkflow } from "./nav.js";
+import { followAddress, openFlow, openJob, openWorkflow } from "./nav.js";
 import { QueuesTable, TaskTable } from "./queues.js";
 import { SchedulesTable } from "./schedules.js";
 import { layout } from "./statechart.js";
@@ -147,4 +147,5 @@ const App = () => {
 window.openJob = (id) => openJob.set(String(id));
 window.openFlow = (id) => openFlow.set(String(id));
 window.openWorkflow = (id) => openWorkflow.set(String(id));
+followAddress();
 render(html`<${App} />`, document.getElementById("app"));

@@ -17,5 +17,34 @@ export const FlowLink = ({ id }) => html`<a class="job" href=${"#flow-" + id} da
 export const WorkflowLink = ({ id }) => html`<a class="job" href=${"#workflow-" + id} data-workflow=${id} onClick=${opening(openWorkflow, id)}>${id}</a>`;
 export const WorkerLink = ({ id }) => html`<a class="job" href=${"#worker-" + id} data-worker=${id} onClick=${opening(openWorker, id)}>${id}</a>`;
 
+// The page last opened is named in the address (#job-12, #workflow-5): a reload, a link pasted
+// into an incident's channel and the back button open it again. The address names one page; the
+// others close when it changes (back from a job opened on a workflow's page shows the workflow).
+const PAGES = { job: openJob, flow: openFlow, workflow: openWorkflow, worker: openWorker };
+const ADDRESS = /^#(job|flow|workflow|worker)-(.+)$/;
+
+const named = () => {
+  const m = ADDRESS.exec(location.hash);
+  return m === null ? null : { kind: m[1], id: decodeURIComponent(m[2]) };
+};
+
+/** Opens the page the address names, and keeps the address naming the page opened last. */
+export const followAddress = () => {
+  const open = () => {
+    const page = named();
+    for (const [kind, store] of Object.entries(PAGES)) store.set(kind === page?.kind ? page.id : null);
+  };
+  for (const [kind, store] of Object.entries(PAGES)) {
+    store.subscribe((id) => {
+      const page = named();
+      if (id !== null && (page?.kind !== kind || page.id !== id)) history.pushState(null, "", "#" + kind + "-" + encodeURIComponent(id));
+      // Closed: a reload does not open it again.
+      else if (id === null && page?.kind === kind) history.replaceState(null, "", location.pathname + location.search);
+    });
+  }
+  addEventListener("popstate", open);
+  open();
+};
+
 /** Bumped after an action on a job: the open job's page reads it again. */
 export const jobsChanged = createStore(0);
