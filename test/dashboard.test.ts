@@ -354,6 +354,14 @@ describe("the console's actions in a browser", () => {
       await page.fill('#browse-form input[name="text"]', other.id);
       await page.keyboard.press("Enter");
       await expect.poll(() => page.locator("#detail-id").textContent(), { timeout: 5_000 }).toBe(other.id);
+      // Closed, it stays closed when the list is read again (another tab), the id still typed.
+      await page.locator("#detail-close").click();
+      await page.locator('#browse-tabs [data-browse="scheduled"]').click();
+      await expect.poll(() => page.locator('#browse-tabs [aria-selected="true"]').getAttribute("data-browse")).toBe("scheduled");
+      await page.locator('#browse-tabs [data-browse="ready"]').click();
+      await page.locator("#browse-results").waitFor();
+      expect(await page.locator("#detail").count()).toBe(0);
+      expect(new URL(page.url()).hash).toBe("");
       // A filter the browser refuses is said, not a blank list.
       await page.fill('#browse-form input[name="text"]', "x".repeat(201));
       await page.keyboard.press("Enter");

@@ -261,6 +261,19 @@ describe("workflows in the console", () => {
       await expect.poll(() => page.locator("#detail-id").count(), { timeout: 5_000 }).toBe(0);
       expect(new URL(page.url()).hash).toBe(`#workflow-${id}`);
       expect(await page.locator("#workflow-id").textContent()).toBe(id);
+      // Opened again and closed: the address names the workflow still open, which a reload shows.
+      await page.locator(`[data-testid="workflow-jobs"] tr[data-job-id="${chargeJob!.id}"] a.job`).click();
+      await page.locator("#detail-close").click();
+      expect(new URL(page.url()).hash).toBe(`#workflow-${id}`);
+      await page.reload();
+      await expect.poll(() => page.locator("#workflow-id").textContent(), { timeout: 10_000 }).toBe(id);
+
+      // An address cut short when pasted ("%zz" is no escape) opens nothing, and the page works.
+      // (A page of its own: from the same page it would be a move within the document, no load.)
+      await second.goto("about:blank");
+      await second.goto(`${url}#worker-w%zz`);
+      await second.locator('[data-testid="workflows"]').waitFor({ timeout: 10_000 });
+      expect(await second.locator("#worker-id").count()).toBe(0);
 
       // Closed, it is named no more: a reload opens nothing.
       await page.locator("#workflow-close").click();

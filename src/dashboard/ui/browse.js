@@ -60,7 +60,7 @@ export const JobBrowser = () => {
   const tokenValue = useStore(token);
   const changed = useStore(jobsChanged);
 
-  const browse = async (more) => {
+  const browse = async (more, submitted = false) => {
     // Only the latest request's answer is shown: an earlier one (another tab, the page's first) answered late is dropped.
     const mine = ++seq.current;
     const params = filterOf(state, form.current);
@@ -68,9 +68,10 @@ export const JobBrowser = () => {
       params.set("to", params.get("before"));
       params.delete("before");
     }
-    // A job id typed in the search box opens that job.
+    // A job id typed in the search box opens that job, when the search is asked for (not again on
+    // every tab switch or action after it, which would reopen a page the operator closed).
     const text = params.get("text")?.trim();
-    if (text && /^[1-9][0-9]{0,18}$/.test(text)) return openJob.set(text);
+    if (submitted && text && /^[1-9][0-9]{0,18}$/.test(text)) return openJob.set(text);
     if (more && page?.next) params.set("after", page.next);
     const { ok, body } = await getJson("api/jobs?" + params);
     if (mine !== seq.current) return;
@@ -100,7 +101,7 @@ export const JobBrowser = () => {
     <div class="tabs" role="tablist" id="browse-tabs" aria-label="job state" onKeyDown=${arrowKeys(state, setState)}>
       ${STATES.map(([s]) => html`<button type="button" role="tab" key=${s} data-browse=${s} aria-selected=${String(s === state)} tabindex=${s === state ? 0 : -1} onClick=${() => setState(s)}>${s}</button>`)}
     </div>
-    <form id="browse-form" ref=${form} onSubmit=${(event) => (event.preventDefault(), browse(false))}>
+    <form id="browse-form" ref=${form} onSubmit=${(event) => (event.preventDefault(), browse(false, true))}>
       <label>task <input name="task" autocomplete="off" /></label>
       <label>queue <input name="queue" autocomplete="off" /></label>
       <label>worker <input name="worker" autocomplete="off" /></label>
