@@ -2,8 +2,12 @@
 // every statement that writes a batch finds its rows by primary key, however it is planned.
 import { describe, expect, it } from "vitest";
 import {
+  applyBulk,
+  cancelJob,
   claimJobs,
   completeJobs,
+  countBulk,
+  deleteFinishedJob,
   deleteFinishedJobs,
   deleteFinishedWorkflows,
   failJobs,
@@ -79,7 +83,7 @@ const explain = async (run: Run, { generic = false } = {}) => {
       await client.query(`PREPARE probe AS ${text}`);
       await client.query("SET LOCAL plan_cache_mode = force_generic_plan");
       // EXECUTE's arguments cannot be bound parameters: they go in as literals.
-      const args = values!.map((value) => client.escapeLiteral(literal(value))).join(", ");
+      const args = values!.map((value) => (value === null ? "NULL" : client.escapeLiteral(literal(value)))).join(", ");
       ({ rows: [plan] } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE probe(${args})`));
     } else {
       ({ rows: [plan] } = await client.query({ text: `EXPLAIN (FORMAT JSON) ${text}`, values }));
@@ -367,6 +371,43 @@ describe("workflow statements on a never-analyzed table, planned while it was em
       } finally {
         client.release();
       }
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+describe("operator actions that leave a live workflow's appliers (invariant 14)", () => {
+  it("cancel, delete and the bulk actions' count and batches look up each applier's workflow by primary key, empty or analyzed", async () => {
+    const schema = "fresh_operator";
+    const pool = await openPool({ connectionString: db.url, max: 2 });
+    try {
+      await migrate(pool, { schema });
+      const options = { schema };
+      const statements: Record<string, Run> = {
+        cancel: (q) => cancelJob(q as never, "1", options),
+        delete: (q) => deleteFinishedJob(q as never, "1", options),
+        "bulk count": (q) => countBulk(q as never, "cancel", { state: "ready" }, options),
+        "bulk batch": (q) => applyBulk(q as never, "cancel", { state: "ready" }, { ...options, expected: 500 }),
+        "bulk delete count": (q) => countBulk(q as never, "delete", { state: "dead" }, options),
+      };
+      // Every read of the workflows table is one primary-key lookup: no hashed subplan that reads
+      // every live workflow, however the statistics say few or many.
+      const workflowReads = async () => {
+        const reads: Record<string, Array<string | undefined>> = {};
+        for (const [name, run] of Object.entries(statements)) {
+          for (const generic of [false, true]) {
+            reads[`${name}${generic ? " (generic)" : ""}`] = (await explain(run, { generic })).filter((n) => n["Relation Name"] === "workflows").map((n) => n["Index Name"]);
+          }
+        }
+        return reads;
+      };
+      const each = (index: string) => Object.fromEntries(Object.keys(statements).flatMap((name) => [[name, [index]], [`${name} (generic)`, [index]]]));
+      expect(await workflowReads()).toEqual(each("workflows_pkey"));
+      await pool.query(`INSERT INTO ${schema}.workflows (name, status) SELECT 'w', CASE WHEN g % 2 = 0 THEN 'running' ELSE 'done' END FROM generate_series(1, 100000) AS g`);
+      await pool.query(`INSERT INTO ${schema}.jobs (type, payload) SELECT 'picket.workflow', jsonb_build_object('workflow', g) FROM generate_series(1, 50000) AS g`);
+      await pool.query(`ANALYZE ${schema}.workflows, ${schema}.jobs`);
+      expect(await workflowReads()).toEqual(each("workflows_pkey"));
     } finally {
       await pool.end();
     }

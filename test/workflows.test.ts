@@ -4,8 +4,8 @@
 // and migrated, and start/send inside the caller's transaction.
 import { describe, expect, it } from "vitest";
 import { assign, fromCallback, fromPromise, log, raise, setup, createMachine, sendTo } from "xstate";
-import { applyBulk, cancelJob, claimJobs, completeJobs, countBulk, getJob, sweepExpiredClaims, type JobId } from "../src/db/index.ts";
-import { bulkMessage, jobActionMessage } from "../src/dashboard/action-words.ts";
+import { applyBulk, cancelJob, claimJobs, completeJobs, countBulk, deleteFinishedJob, enqueueJob, getJob, retryDeadJob, sweepExpiredClaims, type JobId } from "../src/db/index.ts";
+import { jobActionMessage } from "../src/dashboard/action-words.ts";
 import {
   cancelWorkflow,
   getWorkflow,
@@ -651,31 +651,60 @@ describe("order and timers", () => {
 describe("an operator's cancel leaves a workflow's applier jobs", () => {
   const timed = defineWorkflow({
     name: "timed-cancel",
-    machine: setup({}).createMachine({ initial: "waiting", states: { waiting: { after: { 300: "done" } }, done: { type: "final" } } }),
+    machine: setup({}).createMachine({ initial: "waiting", states: { waiting: { after: { 3_600_000: "done" }, on: { GO: "done" } }, done: { type: "final" } } }),
   });
 
-  it("cancelJob refuses one, naming the workflow to cancel instead; a bulk cancel counts them skipped; the workflow runs on", async () => {
+  it("while its workflow is live: cancel refuses one, and delete a dead one, naming the workflow; bulk actions neither count nor take them; the workflow runs on", async () => {
     const { id } = await startWorkflow(db.pool, timed);
     const { rows: appliers } = await db.pool.query<{ id: JobId }>("SELECT id FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2 AND status = 'pending'", [APPLIER_TASK, id]);
     expect(appliers).toHaveLength(1);
-    const refused = await cancelJob(db.pool, appliers[0]!.id, { by: "ops" });
+    const applier = appliers[0]!.id;
+    const refused = await cancelJob(db.pool, applier, { by: "ops" });
     expect(refused).toEqual({ outcome: "applies_workflow", workflowId: id });
-    expect(jobActionMessage("cancel", appliers[0]!.id, refused)).toBe(
-      `job ${appliers[0]!.id} applies the events of workflow ${id}, so nothing was done: cancelled alone, it would leave an event waiting. Cancel the workflow instead`,
+    expect(jobActionMessage("cancel", applier, refused)).toBe(
+      `job ${applier} applies the events of workflow ${id}, which is still running, so nothing was done: cancelled alone, it would leave an event waiting for good. Cancel the workflow instead`,
     );
-    const filter = { state: "ready", task: APPLIER_TASK } as const;
-    const expected = await countBulk(db.pool, "cancel", filter);
-    expect(expected).toBeGreaterThanOrEqual(1);
-    const bulk = await applyBulk(db.pool, "cancel", filter, { expected, by: "ops" });
-    expect(bulk).toMatchObject({ applied: 0, skipped: expected });
-    expect(bulkMessage("cancel", bulk)).toContain("or they apply a workflow's events: cancel the workflow");
-    expect((await getJob(db.pool, appliers[0]!.id))!.status).toBe("pending");
-    // Its start and its timer are applied: had the applier been cancelled, nothing would apply them.
+    const ready = { state: "ready", task: APPLIER_TASK } as const;
+    const expected = await countBulk(db.pool, "cancel", ready);
+    // (Appliers of instances earlier tests left finished are counted and cancelled: anyone's to cancel.)
+    expect(await applyBulk(db.pool, "cancel", ready, { expected, by: "ops" })).toMatchObject({ applied: expected, skipped: 0 });
+    expect((await getJob(db.pool, applier))!.status).toBe("pending");
+
+    // Dead, as after a week of failures: a delete is refused (a retry is what brings its event on),
+    // a bulk delete of dead jobs leaves it out.
+    await db.pool.query("UPDATE picket.jobs SET status = 'dead', finished_at = now() WHERE id = $1", [applier]);
+    const notDeleted = await deleteFinishedJob(db.pool, applier);
+    expect(notDeleted).toEqual({ outcome: "applies_workflow", workflowId: id });
+    expect(jobActionMessage("delete", applier, notDeleted)).toMatch(/so nothing was done: deleted alone, it would leave an event waiting for good\. Retry it, or cancel the workflow$/);
+    const dead = { state: "dead", task: APPLIER_TASK } as const;
+    const deadCount = await countBulk(db.pool, "delete", dead);
+    expect(await applyBulk(db.pool, "delete", dead, { expected: deadCount })).toMatchObject({ applied: deadCount, skipped: 0 });
+    expect((await getJob(db.pool, applier))!.status).toBe("dead");
+    expect((await retryDeadJob(db.pool, applier)).outcome).toBe("applied");
+    // Its start is applied: had the applier been cancelled or deleted, nothing would apply it.
     await worker({ tasks: [], workflows: [timed], keepCompleted: true });
+    await inState(id, "waiting");
+    expect((await getWorkflow(db.pool, id))!.status).toBe("running");
+    // Running: its timer's applier (due in an hour) is refused too.
+    const { rows: [timer] } = await db.pool.query<{ id: JobId }>("SELECT id FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2 AND status = 'pending'", [APPLIER_TASK, id]);
+    expect(await cancelJob(db.pool, timer!.id)).toEqual({ outcome: "applies_workflow", workflowId: id });
+    // A finished applier is told apart as any finished job is, and deleted as one (its work is done).
+    await until("the applier to complete", async () => (await getJob(db.pool, applier))!.status === "completed");
+    expect(await cancelJob(db.pool, applier)).toEqual({ outcome: "wrong_status", status: "completed" });
+    expect((await deleteFinishedJob(db.pool, applier)).outcome).toBe("applied");
+    await sendToWorkflow(db.pool, id, { type: "GO" });
     await settled(id);
     expect(await getWorkflow(db.pool, id)).toMatchObject({ status: "done", state: "done" });
-    // A finished applier is told apart as any finished job is.
-    await until("the applier to complete", async () => (await getJob(db.pool, appliers[0]!.id))!.status === "completed");
-    expect(await cancelJob(db.pool, appliers[0]!.id)).toEqual({ outcome: "wrong_status", status: "completed" });
+  });
+
+  it("once its workflow has ended, an applier left pending is anyone's to cancel; a user's own job of that name is any job", async () => {
+    const { id } = await startWorkflow(db.pool, timed);
+    expect(await cancelWorkflow(db.pool, id)).toMatchObject({ outcome: "cancelled" });
+    const { rows: [left] } = await db.pool.query<{ id: JobId }>("SELECT id FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2 AND status = 'pending'", [APPLIER_TASK, id]);
+    expect((await cancelJob(db.pool, left!.id)).outcome).toBe("applied");
+    for (const payload of [{ x: 1 }, { workflow: "not an id" }, { workflow: 99_999_999 }]) {
+      const own = await enqueueJob(db.pool, { type: APPLIER_TASK, payload });
+      expect((await cancelJob(db.pool, own.id)).outcome, JSON.stringify(payload)).toBe("applied");
+    }
   });
 });

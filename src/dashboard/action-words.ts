@@ -37,7 +37,10 @@ export const jobActionMessage = (action: AdminAction, id: string, result: AdminR
     case "in_flow":
       return `job ${id} is part of flow ${result.flowId}, so nothing was done: a flow's jobs are deleted with their flow, by retention once it has finished`;
     case "applies_workflow":
-      return `job ${id} applies the events of workflow ${result.workflowId}, so nothing was done: cancelled alone, it would leave an event waiting. Cancel the workflow instead`;
+      return (
+        `job ${id} applies the events of workflow ${result.workflowId}, which is still running, so nothing was done: ${action === "delete" ? "deleted" : "cancelled"} alone, it would leave an event waiting for good. ` +
+        (action === "delete" ? "Retry it, or cancel the workflow" : "Cancel the workflow instead")
+      );
     case "key_taken":
       return `job ${id} cannot run again yet: its key ${JSON.stringify(result.key)} is held by job ${result.heldBy}, which is ${STATUS_WORDS[result.heldByStatus] ?? result.heldByStatus}. Let that job finish (or cancel it), then retry this one`;
   }
@@ -58,7 +61,7 @@ const jobs = (n: number) => `${n.toLocaleString("en-US")} job${n === 1 ? "" : "s
 
 export const bulkMessage = (action: AdminAction, result: BulkResult): string =>
   `${jobs(result.applied)} ${BULK_DONE[action]}` +
-  (result.skipped > 0 ? `; ${jobs(result.skipped)} left as they were (changed meanwhile${action === "retry" ? ", or their key is held by a live job" : action === "cancel" ? ", or they apply a workflow's events: cancel the workflow" : ""})` : "") +
+  (result.skipped > 0 ? `; ${jobs(result.skipped)} left as they were (changed meanwhile${action === "retry" ? ", or their key is held by a live job" : ""})` : "") +
   ` (${result.batches} batch${result.batches === 1 ? "" : "es"})`;
 
 export const scheduleMessage = (action: "pause" | "resume" | "trigger", name: string, outcome: string, job: string | null): string => {

@@ -16,7 +16,7 @@ export type AdminResult =
   | { outcome: "key_taken"; key: string; heldBy: JobId; heldByStatus: JobStatus }
   /** A flow's job is deleted with its flow (retention), never alone: its dependents read it, and the flow counts it. */
   | { outcome: "in_flow"; flowId: JobId }
-  /** A job that applies a workflow's events is not cancelled alone (the event would wait for good): the workflow is. */
+  /** A job that applies the events of a live workflow is not cancelled or deleted alone (an event would wait for good). */
   | { outcome: "applies_workflow"; workflowId: JobId };
 
 /** Options of an admin action: the statement's, and who asked (recorded in the job's history). */
@@ -59,9 +59,21 @@ const cancelMatching = (schema: string, which: string) => `
   )
   SELECT ${jobColumns("c")} FROM cancelled AS c
   LEFT JOIN LATERAL (SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || c.id || ':' || c.claim_token) WHERE c.was = 'processing') AS told ON true`;
-// A workflow's applier job is left (APPLIER_TASK): a bulk cancel of a queue counts it skipped.
+/**
+ * Whether job `j` applies the events of a workflow still live (APPLIER_TASK): an operator's cancel
+ * of it, or delete of it dead, is refused, since the event or timer it was made for would wait for
+ * good (a dead one is retried instead). Once the workflow has ended, its appliers are anyone's to
+ * cancel. The id is read only when it is one: a user's own job of that name and another payload
+ * is not matched.
+ */
+// A scalar subquery, not EXISTS: the planner may turn an EXISTS into a hashed subplan that reads
+// every live workflow (it did, on analyzed tables), a plan chosen by the statistics (invariant 14);
+// a scalar subquery is one primary-key lookup per job.
+export const appliesLiveWorkflow = (schema: string, j: string): string => `(${j}.type = '${APPLIER_TASK}' AND coalesce((
+    SELECT lw.status IN ('starting', 'running') FROM ${schema}.workflows AS lw
+    WHERE lw.id = CASE WHEN ${j}.payload->>'workflow' ~ '^[1-9][0-9]{0,17}$' THEN (${j}.payload->>'workflow')::bigint END), false))`;
 const LIVE: readonly JobStatus[] = ["pending", "processing", "waiting"];
-const cancelSql = perSchema((schema) => cancelMatching(schema, `t.id = ANY ($1::bigint[]) AND t.type <> '${APPLIER_TASK}'`));
+const cancelSql = perSchema((schema) => cancelMatching(schema, `t.id = ANY ($1::bigint[]) AND NOT ${appliesLiveWorkflow(schema, "t")}`));
 /** Cancel every live job of flow $1 (who asked: $2). */
 export const cancelFlowSql = perSchema((schema) => cancelMatching(schema, "t.flow_id = $1::bigint"));
 /** Cancel every live task job of workflow instance $1 (who asked: $2). */
@@ -85,8 +97,12 @@ const deleteFinishedSql = perSchema(
   (schema) => `
   DELETE FROM ${schema}.jobs AS j
   WHERE j.id = ANY ($1::bigint[]) AND j.status IN ('completed', 'dead', 'cancelled') AND j.flow_id IS NULL
+    AND NOT (j.status = 'dead' AND ${appliesLiveWorkflow(schema, "j")})
   RETURNING ${jobColumns("j")}`,
 );
+
+// The workflow job $1 applies the events of, while it is live (what cancel and delete leave).
+const appliedWorkflowSql = perSchema((schema) => `SELECT j.payload->>'workflow' AS workflow FROM ${schema}.jobs AS j WHERE j.id = $1::bigint AND ${appliesLiveWorkflow(schema, "j")}`);
 
 const getJobSql = perSchema((schema) => `SELECT ${jobColumns("j")} FROM ${schema}.jobs AS j WHERE j.id = $1::bigint`);
 
@@ -145,8 +161,10 @@ const adminWrite = ({ sql, recordsWho }: (typeof ADMIN_STATEMENTS)[AdminAction])
     const current = await getJob(db, jobId, options);
     if (current === null) return { outcome: "not_found" };
     if (sql === deleteFinishedSql && current.flowId !== null) return { outcome: "in_flow", flowId: current.flowId };
-    if (sql === cancelSql && current.type === APPLIER_TASK && LIVE.includes(current.status)) {
-      return { outcome: "applies_workflow", workflowId: String((current.payload as { workflow?: unknown } | null)?.workflow) };
+    // Left by cancel (while live) or delete (dead) as applying a live workflow's events.
+    if (current.type === APPLIER_TASK && (sql === cancelSql ? LIVE.includes(current.status) : sql === deleteFinishedSql && current.status === "dead")) {
+      const { rows: [applied] } = await runStatement<{ workflow: JobId }>(db, { text: appliedWorkflowSql(schema), values: [jobId] }, options);
+      if (applied !== undefined) return { outcome: "applies_workflow", workflowId: applied.workflow };
     }
     return { outcome: "wrong_status", status: current.status };
   };

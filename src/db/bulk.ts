@@ -6,7 +6,7 @@
 // state's index order, each batch its own short transaction, and stops at the count confirmed:
 // jobs that came to match since are not touched unasked. Each job's history records the action
 // (but a deleted job's, which is gone), as a single job's action would.
-import { ADMIN_STATEMENTS, retryDeadJob, type AdminAction } from "./admin.ts";
+import { ADMIN_STATEMENTS, appliesLiveWorkflow, retryDeadJob, type AdminAction } from "./admin.ts";
 import { InvalidJobError, isUniqueViolation } from "./errors.ts";
 import { checkOperatorName } from "./job-history.ts";
 import { STATES, type BrowseState } from "./job-browser.ts";
@@ -40,12 +40,14 @@ export interface BulkResult {
   batches: number;
 }
 
-const filterSql = (q: (typeof STATES)[BrowseState]) =>
+// $1 task, $2 queue, $3 before; `leaves` (a parameter's number) is true for the actions that leave
+// the jobs applying a live workflow's events (cancel; delete of dead jobs): neither counted nor taken.
+const filterSql = (schema: string, q: (typeof STATES)[BrowseState], leaves: string) =>
   `${q.where}${q.also ? ` AND ${q.also}` : ""} AND ($1::text IS NULL OR j.type = $1::text) AND ($2::text IS NULL OR j.queue = $2::text)
-   AND ${q.time} < coalesce($3::timestamptz, 'infinity')`;
+   AND ${q.time} < coalesce($3::timestamptz, 'infinity') AND NOT (${leaves}::boolean AND ${appliesLiveWorkflow(schema, "j")})`;
 
 const countSql = perSchema((schema) =>
-  Object.fromEntries(Object.entries(STATES).map(([state, q]) => [state, `SELECT count(*)::int AS n FROM ${schema}.jobs AS j WHERE ${filterSql(q)}`])),
+  Object.fromEntries(Object.entries(STATES).map(([state, q]) => [state, `SELECT count(*)::int AS n FROM ${schema}.jobs AS j WHERE ${filterSql(schema, q, "$4")}`])),
 );
 
 // A batch: the next ids in the state's index order after the previous batch's last ($4, $5: its
@@ -55,11 +57,14 @@ const batchSql = perSchema((schema) =>
     Object.entries(STATES).map(([state, q]) => [
       state,
       `SELECT j.id, to_char(${q.time} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM ${schema}.jobs AS j
-       WHERE ${filterSql(q)} AND (${q.time}, j.id) > (coalesce($4::timestamptz, '-infinity'), coalesce($5::bigint, 0))
+       WHERE ${filterSql(schema, q, "$7")} AND (${q.time}, j.id) > (coalesce($4::timestamptz, '-infinity'), coalesce($5::bigint, 0))
        ORDER BY ${q.time}, j.id LIMIT $6::int`,
     ]),
   ),
 );
+
+/** Whether the action leaves a live workflow's applier jobs, as the single job's cancel and delete (of a dead one) do. */
+const leavesAppliers = (action: AdminAction, state: BrowseState): boolean => action === "cancel" || (action === "delete" && state === "dead");
 
 const checked = (action: AdminAction, filter: BulkFilter): [string | null, string | null, Date | null] => {
   const allowed = BULK_STATES[action];
@@ -82,7 +87,7 @@ const checked = (action: AdminAction, filter: BulkFilter): [string | null, strin
 /** How many jobs a bulk action over `filter` would take now: the number the operator confirms. */
 export const countBulk = async (db: Queryable, action: AdminAction, filter: BulkFilter, options: StatementOptions = {}): Promise<number> => {
   const values = checked(action, filter);
-  const { rows } = await runStatement<{ n: number }>(db, { text: countSql(options.schema ?? DEFAULT_SCHEMA)[filter.state]!, values }, options);
+  const { rows } = await runStatement<{ n: number }>(db, { text: countSql(options.schema ?? DEFAULT_SCHEMA)[filter.state]!, values: [...values, leavesAppliers(action, filter.state)] }, options);
   return rows[0]!.n;
 };
 
@@ -110,7 +115,7 @@ export const applyBulk = async (
   while (found < options.expected) {
     const { rows: batch } = await runStatement<{ id: string; at: string }>(
       db,
-      { text: batchSql(schema)[filter.state]!, values: [...values, ...after, Math.min(batchSize, options.expected - found)] },
+      { text: batchSql(schema)[filter.state]!, values: [...values, ...after, Math.min(batchSize, options.expected - found), leavesAppliers(action, filter.state)] },
       options,
     );
     if (batch.length === 0) break;
