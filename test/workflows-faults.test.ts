@@ -21,6 +21,8 @@ const BUMPS = 3;
 
 /** Counts each bump job's runs: a job run twice would show here. */
 const runs = new Map<string, number>();
+/** What bump runs wait for before they return (the pause test holds them until after the pause). */
+let gate: Promise<void> = Promise.resolve();
 const bumpTask = defineTask<{ i: number }, { i: number }>({
   name: "wf-faults.bump",
   // Longer than any fault here lasts: a lease that ran out would let a second run happen by design.
@@ -28,6 +30,7 @@ const bumpTask = defineTask<{ i: number }, { i: number }>({
   maxAttempts: 1,
   handler: async (payload, { job }) => {
     runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+    await gate;
     return { i: payload.i };
   },
 });
@@ -72,6 +75,9 @@ const startAndSend = async (count: number): Promise<JobId[]> => {
   return ids;
 };
 
+const appliedBetween = async (ids: JobId[], from: Date, to: Date) =>
+  (await server.pool.query("SELECT count(*)::int AS n FROM picket.workflow_events WHERE workflow_id = ANY($1::bigint[]) AND applied_at > $2 AND applied_at < $3", [ids, from, to])).rows[0].n as number;
+
 const finished = async (ids: JobId[]) =>
   (await server.pool.query("SELECT count(*)::int AS n FROM picket.workflows WHERE id = ANY($1::bigint[]) AND status <> 'starting' AND status <> 'running'", [ids])).rows[0].n as number;
 
@@ -107,6 +113,9 @@ describe("workflows under operators' faults", () => {
     const a = await startWorker(options);
     const b = await startWorker(options);
     let kills = 0;
+    // The database's clock at the first kill that landed and at the last: applies must fall between.
+    let firstKill: Date | undefined;
+    let lastKill: Date | undefined;
     let sent: JobId[] | undefined;
     // Every 50 ms from the first start on, while the events are sent and until a third of the
     // instances have finished, or for 15 s at most (on a loaded machine a reconnect can take longer
@@ -114,19 +123,31 @@ describe("workflows under operators' faults", () => {
     const killing = (async () => {
       const killUntil = Date.now() + 15_000;
       while ((sent === undefined || (await finished(sent)) < sent.length / 3) && Date.now() < killUntil) {
-        kills += (await server.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [app])).rowCount ?? 0;
+        const { rows: [round] } = await server.pool.query<{ killed: number; at: Date }>(
+          "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS killed, clock_timestamp() AS at FROM pg_stat_activity WHERE application_name = $1",
+          [app],
+        );
+        if (round!.killed > 0) {
+          kills += round!.killed;
+          firstKill ??= round!.at;
+          lastKill = round!.at;
+        }
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     })();
     const ids = (sent = await startAndSend(20));
     await killing;
     expect(kills).toBeGreaterThan(0);
+    // The kills landed while events were being applied, not before or after all of them.
+    expect(await appliedBetween(ids, firstKill!, lastKill!)).toBeGreaterThan(0);
     await expect.poll(() => finished(ids), { timeout: 90_000, interval: 200 }).toBe(ids.length);
     await Promise.all([a.supervisor.stop(), b.supervisor.stop()]);
     await expectEachAppliedOnce(ids);
   });
 
   it("the server paused (SIGSTOP) while events wait: statements end at their bound and are tried again; after SIGCONT each event is applied once", { timeout: 120_000 }, async () => {
+    let open!: () => void;
+    gate = new Promise((resolve) => (open = resolve));
     const ids = await startAndSend(10);
     const { supervisor, logs } = await startWorker({ connectionString: server.url, tasks: [bumpTask], workflows: [chain], concurrency: 8, statementTimeoutMs: 1_000 });
     // Paused once the appliers are at work: some instances applied, most not yet.
@@ -137,7 +158,12 @@ describe("workflows under operators' faults", () => {
     } finally {
       await server.resume();
     }
+    // The task runs end now: their results, at least, are applied after the pause.
+    open();
+    const { rows: [resumed] } = await server.pool.query<{ at: Date }>("SELECT clock_timestamp() AS at");
     await expect.poll(() => finished(ids), { timeout: 60_000, interval: 200 }).toBe(ids.length);
+    // Events were applied after the pause (the task results, held until then, if nothing else).
+    expect(await appliedBetween(ids, resumed!.at, new Date(8.64e15))).toBeGreaterThan(0);
     await supervisor.stop();
     await expectEachAppliedOnce(ids);
     // The pause was felt: some statement failed at its bound (else it did not test the pause).
