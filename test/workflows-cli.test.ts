@@ -293,7 +293,7 @@ describe("picket workflows", () => {
     const cancelApplier = await picket(["jobs", "cancel", applier!.id], env());
     expect(cancelApplier).toMatchObject({ code: 1, stdout: "" });
     expect(cancelApplier.stderr).toBe(
-      `picket: job ${applier!.id} applies the events of workflow ${id}, which is still running: cancelled alone, it would leave an event waiting for good; cancel the workflow (picket workflows cancel ${id})\n`,
+      `picket: job ${applier!.id} applies the events of workflow ${id}, which has not ended: cancelled alone, it would leave an event waiting for good; cancel the workflow (picket workflows cancel ${id})\n`,
     );
     expect((await getJob(db.pool, applier!.id))!.status).toBe("pending");
     expect((await getWorkflow(db.pool, id))!.status).toBe("starting");

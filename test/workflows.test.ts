@@ -662,7 +662,7 @@ describe("an operator's cancel leaves a workflow's applier jobs", () => {
     const refused = await cancelJob(db.pool, applier, { by: "ops" });
     expect(refused).toEqual({ outcome: "applies_workflow", workflowId: id });
     expect(jobActionMessage("cancel", applier, refused)).toBe(
-      `job ${applier} applies the events of workflow ${id}, which is still running, so nothing was done: cancelled alone, it would leave an event waiting for good. Cancel the workflow instead`,
+      `job ${applier} applies the events of workflow ${id}, which has not ended, so nothing was done: cancelled alone, it would leave an event waiting for good. Cancel the workflow instead`,
     );
     const ready = { state: "ready", task: APPLIER_TASK } as const;
     const expected = await countBulk(db.pool, "cancel", ready);

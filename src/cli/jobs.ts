@@ -20,7 +20,7 @@ const report = (action: string, id: string, result: AdminResult, wanted: string)
         : result.outcome === "in_flow"
           ? `job ${id} is part of flow ${result.flowId}: a flow's jobs are deleted with their flow (by retention once it has finished), not alone`
           : result.outcome === "applies_workflow"
-            ? `job ${id} applies the events of workflow ${result.workflowId}, which is still running: ${action} alone, it would leave an event waiting for good; ` +
+            ? `job ${id} applies the events of workflow ${result.workflowId}, which has not ended: ${action} alone, it would leave an event waiting for good; ` +
               (action === "deleted" ? `retry it (picket jobs retry ${id}), or cancel the workflow` : `cancel the workflow`) + ` (picket workflows cancel ${result.workflowId})`
             : `job ${id} is ${result.status}; only ${wanted} jobs can be ${action}`,
   );

@@ -38,7 +38,7 @@ export const jobActionMessage = (action: AdminAction, id: string, result: AdminR
       return `job ${id} is part of flow ${result.flowId}, so nothing was done: a flow's jobs are deleted with their flow, by retention once it has finished`;
     case "applies_workflow":
       return (
-        `job ${id} applies the events of workflow ${result.workflowId}, which is still running, so nothing was done: ${action === "delete" ? "deleted" : "cancelled"} alone, it would leave an event waiting for good. ` +
+        `job ${id} applies the events of workflow ${result.workflowId}, which has not ended, so nothing was done: ${action === "delete" ? "deleted" : "cancelled"} alone, it would leave an event waiting for good. ` +
         (action === "delete" ? "Retry it, or cancel the workflow" : "Cancel the workflow instead")
       );
     case "key_taken":

@@ -64,11 +64,10 @@ const cancelMatching = (schema: string, which: string) => `
  * of it, or delete of it dead, is refused, since the event or timer it was made for would wait for
  * good (a dead one is retried instead). Once the workflow has ended, its appliers are anyone's to
  * cancel. The id is read only when it is one: a user's own job of that name and another payload
- * is not matched.
+ * is not matched. A scalar subquery, not EXISTS: the planner may make an EXISTS a hashed subplan
+ * that reads every live workflow (it did, on analyzed tables), a plan the statistics choose
+ * (invariant 14); the scalar subquery is one primary-key lookup per job.
  */
-// A scalar subquery, not EXISTS: the planner may turn an EXISTS into a hashed subplan that reads
-// every live workflow (it did, on analyzed tables), a plan chosen by the statistics (invariant 14);
-// a scalar subquery is one primary-key lookup per job.
 export const appliesLiveWorkflow = (schema: string, j: string): string => `(${j}.type = '${APPLIER_TASK}' AND coalesce((
     SELECT lw.status IN ('starting', 'running') FROM ${schema}.workflows AS lw
     WHERE lw.id = CASE WHEN ${j}.payload->>'workflow' ~ '^[1-9][0-9]{0,17}$' THEN (${j}.payload->>'workflow')::bigint END), false))`;

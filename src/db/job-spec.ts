@@ -2,9 +2,8 @@ import { InvalidJobError } from "./errors.ts";
 import { MAX_VALUE_BYTES, unstorableText } from "./storable-json.ts";
 
 /**
- * The task that applies a workflow's events (src/workflows/applier.ts). Its jobs belong to their
- * workflow: an operator's cancel leaves them (one cancelled would strand the event or timer it was
- * made for until something else woke the instance); the workflow is cancelled instead.
+ * The task that applies a workflow's events (src/workflows/applier.ts). While the workflow lives its
+ * jobs are its own: an operator's cancel leaves them (appliesLiveWorkflow in admin.ts).
  */
 export const APPLIER_TASK = "picket.workflow";
 
