@@ -258,6 +258,29 @@ describe("applying events", () => {
     expect((await db.pool.query("SELECT applier_job FROM picket.workflows WHERE id = $1", [id])).rows[0].applier_job).toBeNull();
   });
 
+  it("a run applies at most 200 events, then lets go with a new applier job for the rest", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    for (let i = 0; i < 250; i++) await sendToWorkflow(db.pool, id, { type: "INC" });
+    await otherAppliersGone(id);
+    const registry = new WorkflowRegistry([counter]);
+    const deps = { db: db.pool, statements: { schema: "picket" }, logger: quietLogger };
+    const live = new AbortController();
+    const pendingAppliers = async () =>
+      (await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = $1 AND status = 'pending' AND payload->>'workflow' = $2", [APPLIER_TASK, id])).rows[0].n as number;
+    const before = await pendingAppliers();
+    const [first] = await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })]);
+    expect(await applyDueEvents(deps, registry, id, { id: first!.id, token: first!.claimToken }, live.signal)).toBe(200);
+    expect(await getWorkflow(db.pool, id)).toMatchObject({ seq: 200, context: { n: 199 } });
+    // Let go: the next run takes the instance at once.
+    expect((await db.pool.query("SELECT applier_job FROM picket.workflows WHERE id = $1", [id])).rows[0].applier_job).toBeNull();
+    expect((await workflowHistory(db.pool, id)).inbox).toHaveLength(51);
+    // One pending applier was claimed (still processing: its worker completes it), one continuation added.
+    expect(await pendingAppliers()).toBe(before);
+    const [next] = await claimJobs(db.pool, "worker-b", [want(APPLIER_TASK, { limit: 1 })]);
+    expect(await applyDueEvents(deps, registry, id, { id: next!.id, token: next!.claimToken }, live.signal)).toBe(51);
+    expect(await getWorkflow(db.pool, id)).toMatchObject({ seq: 251, context: { n: 250 } });
+  });
+
   it("a task's result comes back as its done event, its failure as its error event (the task's retries are its own)", async () => {
     let calls = 0;
     const charge = defineTask({
