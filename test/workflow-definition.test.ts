@@ -1,10 +1,10 @@
 // defineWorkflow's checks, the registry a worker builds of its workflows, and the pure step (the
 // actions a transition asks for, as the database must carry them out): no database needed.
 import { describe, expect, it } from "vitest";
-import { assign, createActor, fromCallback, log, raise, setup, spawnChild } from "xstate";
+import { assign, cancel, createActor, fromCallback, log, raise, setup, spawnChild } from "xstate";
 import { defineWorkflow, task, taskOf } from "../src/workflows/definition.ts";
 import { WorkflowRegistry, workflowRegistry } from "../src/workflows/applier.ts";
-import { eventStep, startStep } from "../src/workflows/step.ts";
+import { eventStep, MAX_DELAY_MS, startStep } from "../src/workflows/step.ts";
 
 const simple = setup({}).createMachine({ initial: "a", states: { a: {} } });
 const message = (run: () => unknown): string => {
@@ -98,6 +98,67 @@ describe("the step: what a transition asks the database for", () => {
     const definition = defineWorkflow({ name: "twice", machine });
     const step = eventStep(definition, startStep(definition, undefined).snapshot, { type: "GO" });
     expect(step.startTimers.map((x) => [x.sendId, x.delayMs])).toEqual([["x", 20]]);
+  });
+
+  it("a cancel in the step drops only the timer it names; one set in an earlier step is cancelled in the database", () => {
+    const machine = setup({}).createMachine({
+      initial: "a",
+      states: {
+        a: { entry: [raise({ type: "X" }, { delay: 1000, id: "x" }), raise({ type: "Y" }, { delay: 2000, id: "y" }), cancel("x")], on: { GO: "b" }, exit: cancel("y") },
+        b: {},
+      },
+    });
+    const definition = defineWorkflow({ name: "cancels", machine });
+    const start = startStep(definition, undefined);
+    expect(start.startTimers.map((x) => x.sendId)).toEqual(["y"]);
+    expect(start.cancelTimers).toEqual([]);
+    const left = eventStep(definition, start.snapshot, { type: "GO" });
+    expect(left.startTimers).toEqual([]);
+    expect(left.cancelTimers).toEqual(["y"]);
+  });
+
+  it("a stop in the step drops only the invocation it names; one started in an earlier step is stopped in the database", () => {
+    const machine = setup({ actors: { t } }).createMachine({
+      type: "parallel",
+      states: {
+        // Region one invokes and leaves at once; region two's invocation stays until GO.
+        one: { initial: "p", states: { p: { invoke: { id: "first", src: "t" }, always: "q" }, q: {} } },
+        two: { initial: "p", states: { p: { invoke: { id: "second", src: "t" }, on: { GO: "q" } }, q: {} } },
+      },
+    });
+    const definition = defineWorkflow({ name: "stops", machine });
+    const start = startStep(definition, undefined);
+    expect(start.startTasks.map((x) => x.invokeId)).toEqual(["second"]);
+    expect(start.stopTasks).toEqual([]);
+    const stopped = eventStep(definition, start.snapshot, { type: "GO" });
+    expect(stopped.startTasks).toEqual([]);
+    expect(stopped.stopTasks).toEqual(["second"]);
+  });
+
+  it("a delay from 0 ms to 100 years is a timer; anything else is refused, saying why; a raise without a delay is taken at once", () => {
+    const machine = setup({ types: {} as { context: { d: unknown }; input: { d: unknown } }, delays: { wait: ({ context }) => context.d as number } }).createMachine({
+      context: ({ input }) => ({ d: input.d }),
+      initial: "a",
+      states: { a: { entry: raise({ type: "NOW" }), on: { NOW: "b" } }, b: { after: { wait: "c" } }, c: {} },
+    });
+    const definition = defineWorkflow({ name: "delays", machine });
+    for (const d of [0, MAX_DELAY_MS]) {
+      const step = startStep(definition, { d });
+      expect(step.value).toBe("b");
+      expect(step.startTimers.map((x) => x.delayMs)).toEqual([d]);
+    }
+    for (const d of [-1, MAX_DELAY_MS + 1, Number.POSITIVE_INFINITY, Number.NaN, "5"]) {
+      expect(message(() => startStep(definition, { d })), String(d)).toMatch(/^delays xstate\.after\.wait\.\(machine\)\.b by .+ ms: a delay is a number of milliseconds from 0 to 3155760000000 \(100 years\)\.$/);
+    }
+  });
+
+  it("an event no transition takes leaves the instance unchanged; one taken, to a final state too, does not", () => {
+    const machine = setup({}).createMachine({ initial: "a", states: { a: { on: { GO: "b", END: "z" } }, b: {}, z: { type: "final" } } });
+    const definition = defineWorkflow({ name: "takes", machine });
+    const start = startStep(definition, undefined).snapshot;
+    expect(eventStep(definition, start, { type: "NOPE" })).toMatchObject({ unchanged: true, status: "running", value: "a" });
+    expect(eventStep(definition, start, { type: "GO" })).toMatchObject({ unchanged: false, status: "running", value: "b" });
+    expect(eventStep(definition, start, { type: "END" })).toMatchObject({ unchanged: false, status: "done", value: "z" });
   });
 
   it("a child spawned by spawnChild that is not a task() is refused when the step runs", () => {

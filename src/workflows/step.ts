@@ -63,7 +63,8 @@ const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, a
         // without an id cannot be cancelled, and is a timer of its own (as XState's scheduler keys it).
         if (params.delay !== undefined) {
           const delay = params.delay as number;
-          if (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0 || delay > MAX_DELAY_MS) {
+          // (Number.isFinite is false for what is no number: a string is refused too.)
+          if (!Number.isFinite(delay) || delay < 0 || delay > MAX_DELAY_MS) {
             throw new WorkflowRefusal(`delays ${String((params.event as { type?: string })?.type)} by ${String(delay)} ms: a delay is a number of milliseconds from 0 to ${MAX_DELAY_MS} (100 years).`);
           }
           const sendId = params.id === undefined ? `${(params.event as { type: string }).type}#${randomUUID()}` : String(params.id);
