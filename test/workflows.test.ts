@@ -281,6 +281,56 @@ describe("applying events", () => {
     expect(await getWorkflow(db.pool, id)).toMatchObject({ seq: 251, context: { n: 250 } });
   });
 
+  it("an event still waiting when the instance finished is dropped, saying why", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    await sendToWorkflow(db.pool, id, { type: "FINISH" });
+    await sendToWorkflow(db.pool, id, { type: "INC" });
+    const { outcomes } = await worker({ tasks: [], workflows: [counter] });
+    await settled(id);
+    await until("the inbox empty, and every applier of it ended", async () =>
+      (await workflowHistory(db.pool, id)).inbox.length === 0 &&
+      (await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2 AND status IN ('pending', 'processing')", [APPLIER_TASK, id])).rows[0].n === 0,
+    );
+    // Each of its applier runs ended without an error (the drop is not a step: it has no logs, no snapshot).
+    const mine = new Set((await db.pool.query<{ id: string }>("SELECT id::text FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2", [APPLIER_TASK, id])).rows.map((r) => r.id));
+    expect(mine.size).toBeGreaterThanOrEqual(3);
+    expect(outcomes.filter((o) => mine.has(o.id) && o.error !== null)).toEqual([]);
+    expect((await allEvents(id)).map((e) => [e.kind, (e.event as { type?: string }).type ?? null, e.outcome, e.note, e.seq])).toEqual([
+      ["start", null, "applied", null, 1],
+      ["send", "FINISH", "applied", null, 2],
+      ["send", "INC", "dropped", "workflow done", null],
+    ]);
+    expect(await getWorkflow(db.pool, id)).toMatchObject({ status: "done", output: { n: 0 }, seq: 2 });
+  });
+
+  it("a task job an operator cancels comes back as its error event, saying it was cancelled", async () => {
+    const chargeOnce = defineWorkflow({
+      name: "charge-once",
+      machine: setup({ types: {} as { context: { error: string | null } }, actors: { chargeCard } }).createMachine({
+        context: { error: null },
+        initial: "charging",
+        states: {
+          charging: {
+            invoke: { id: "charge", src: "chargeCard", input: { amount: 1 }, onError: { target: "failed", actions: assign({ error: ({ event }) => (event.error as { message: string }).message }) } },
+          },
+          failed: { type: "final" },
+        },
+      }),
+    });
+    // Runs until it is stopped.
+    const charge = defineTask({
+      name: "charge-card",
+      handler: (_payload: unknown, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener("abort", () => reject(new Error("stopped")), { once: true })),
+    });
+    await worker({ tasks: [charge], workflows: [chargeOnce] });
+    const { id } = await startWorkflow(db.pool, chargeOnce, null);
+    await until("the charge running", async () => (await workflowJobs(db.pool, id))[0]?.status === "processing");
+    const [job] = await workflowJobs(db.pool, id);
+    expect((await cancelJob(db.pool, job!.id, { by: "ops" })).outcome).toBe("applied");
+    await settled(id);
+    expect(await getWorkflow(db.pool, id)).toMatchObject({ status: "done", state: "failed", context: { error: "the task's job was cancelled" } });
+  });
+
   it("a task's result comes back as its done event, its failure as its error event (the task's retries are its own)", async () => {
     let calls = 0;
     const charge = defineTask({
