@@ -161,6 +161,12 @@ describe("the step: what a transition asks the database for", () => {
     expect(eventStep(definition, start, { type: "END" })).toMatchObject({ unchanged: false, status: "done", value: "z" });
   });
 
+  it("a task spawned by the spawnChild action is started as an invoked one is", () => {
+    const machine = setup({ actors: { t } }).createMachine({ initial: "a", states: { a: { entry: spawnChild("t", { id: "side", input: { n: 1 } }) } } });
+    const step = startStep(defineWorkflow({ name: "spawns-task", machine }), undefined);
+    expect(step.startTasks.map((x) => [x.invokeId, x.task.name, x.input])).toEqual([["side", "t", { n: 1 }]]);
+  });
+
   it("a child spawned by spawnChild that is not a task() is refused when the step runs", () => {
     const machine = setup({ actors: { listen: fromCallback(() => undefined) } }).createMachine({ initial: "a", states: { a: { entry: spawnChild("listen") } } });
     const definition = defineWorkflow({ name: "spawns", machine });

@@ -167,7 +167,6 @@ export const defineWorkflow = <M extends AnyStateMachine>(options: WorkflowOptio
       const logic = implementations.actors[src];
       const ref = taskOf(logic);
       if (ref === undefined) refuse(name, `state "${node.id}" invokes "${src}": ${whyNotDurable(logic)}.`);
-      tasks.set(src, ref!);
     }
     const actions = [
       ...node.entry.map((a) => ["entry", a] as const),
@@ -188,6 +187,7 @@ export const defineWorkflow = <M extends AnyStateMachine>(options: WorkflowOptio
     for (const child of Object.values(node.states)) visit(child);
   };
   visit(machine.root as unknown as NodeLike);
+  // Every task named in setup(): invoked, or spawned by the spawnChild action.
   for (const [src, logic] of Object.entries(implementations.actors)) {
     const ref = taskOf(logic);
     if (ref !== undefined) tasks.set(src, ref);
