@@ -281,6 +281,18 @@ describe("applying events", () => {
     expect(await getWorkflow(db.pool, id)).toMatchObject({ seq: 251, context: { n: 250 } });
   });
 
+  it("a task's job carries its input, and the queue, priority and attempts task() gives it", async () => {
+    const ship = task<{ n: number }, unknown>("ship-parcel", { queue: "shipping", priority: 7, maxAttempts: 9 });
+    const shipping = defineWorkflow({ name: "shipping", machine: setup({ actors: { ship } }).createMachine({ initial: "a", states: { a: { invoke: { id: "s", src: "ship", input: { n: 1 } } } } }) });
+    const { id } = await startWorkflow(db.pool, shipping, null);
+    await otherAppliersGone(id);
+    const [job] = await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })]);
+    const deps = { db: db.pool, statements: { schema: "picket" }, logger: quietLogger };
+    expect(await applyDueEvents(deps, new WorkflowRegistry([shipping]), id, { id: job!.id, token: job!.claimToken }, new AbortController().signal)).toBe(1);
+    const { rows } = await db.pool.query("SELECT type, payload, queue, priority, max_attempts FROM picket.jobs WHERE workflow_id = $1", [id]);
+    expect(rows).toEqual([{ type: "ship-parcel", payload: { n: 1 }, queue: "shipping", priority: 7, max_attempts: 9 }]);
+  });
+
   it("an event still waiting when the instance finished is dropped, saying why", async () => {
     const { id } = await startWorkflow(db.pool, counter, null);
     await sendToWorkflow(db.pool, id, { type: "FINISH" });
@@ -472,18 +484,31 @@ describe("applying events", () => {
   it("an event that takes the machine out of a state cancels its timer: the timer's row and its job go", async () => {
     const reminder = defineWorkflow({
       name: "reminder2",
-      machine: setup({}).createMachine({ initial: "waiting", states: { waiting: { after: { 3_600_000: "reminded" }, on: { REPLY: "replied" } }, reminded: { type: "final" }, replied: { type: "final" } } }),
+      machine: setup({}).createMachine({
+        initial: "waiting",
+        states: {
+          waiting: { after: { 3_600_000: "reminded" }, on: { REPLY: "replied" } },
+          // Not final: the instance runs on, so the timer goes because its state was left (by its send id).
+          replied: { after: { 7_200_000: "reminded" }, on: { CLOSE: "closed" } },
+          reminded: { type: "final" },
+          closed: { type: "final" },
+        },
+      }),
     });
     await worker({ tasks: [], workflows: [reminder] });
     const { id } = await startWorkflow(db.pool, reminder, null);
     await inState(id, "waiting");
-    const timer = (await db.pool.query("SELECT wake_job::text FROM picket.workflow_events WHERE workflow_id = $1 AND kind = 'timer'", [id])).rows[0];
-    expect(await getJob(db.pool, timer.wake_job)).toMatchObject({ status: "pending" });
+    const timers = async () => (await db.pool.query<{ send_id: string; wake_job: string }>("SELECT send_id, wake_job::text FROM picket.workflow_events WHERE workflow_id = $1 AND kind = 'timer'", [id])).rows;
+    const [timer] = await timers();
+    expect(timer!.send_id).toBe("xstate.after.3600000.(machine).waiting");
+    expect(await getJob(db.pool, timer!.wake_job)).toMatchObject({ status: "pending" });
     await sendToWorkflow(db.pool, id, { type: "REPLY" });
+    await inState(id, "replied");
+    expect(await getJob(db.pool, timer!.wake_job)).toBeNull();
+    expect((await timers()).map((t) => t.send_id)).toEqual(["xstate.after.7200000.(machine).replied"]);
+    await sendToWorkflow(db.pool, id, { type: "CLOSE" });
     await settled(id);
-    expect((await getWorkflow(db.pool, id))!.state).toBe("replied");
-    expect(await getJob(db.pool, timer.wake_job)).toBeNull();
-    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.workflow_events WHERE workflow_id = $1 AND kind = 'timer'", [id])).rows[0].n).toBe(0);
+    expect(await timers()).toEqual([]);
   });
 
   it("cancelWorkflow ends the instance, drops its inbox and cancels its tasks in flight", async () => {
