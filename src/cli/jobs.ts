@@ -6,24 +6,32 @@ import { byOption, integerOption, operator, statementOptions, withDatabaseOption
 const missing = (id: string) =>
   `job ${id} does not exist (never enqueued, or completed: workers delete completed jobs unless keepCompleted; or removed by retention)`;
 
-const report = (action: string, id: string, result: AdminResult, wanted: string): void => {
-  if (result.outcome === "applied") {
-    process.stdout.write(`job ${id} ${action}\n`);
-    return;
+/** Why an admin action did nothing, in words (the action as a past participle: "cancelled"). */
+const refusal = (action: string, id: string, result: Exclude<AdminResult, { outcome: "applied" }>, wanted: string): string => {
+  switch (result.outcome) {
+    case "not_found":
+      return missing(id);
+    case "key_taken":
+      return (
+        `job ${id} cannot be ${action}: its key ${JSON.stringify(result.key)} is held by job ${result.heldBy}, which is ${result.heldByStatus}. ` +
+        `Let that job finish (or cancel it: picket jobs cancel ${result.heldBy}), then retry this one.`
+      );
+    case "in_flow":
+      return `job ${id} is part of flow ${result.flowId}: a flow's jobs are deleted with their flow (by retention once it has finished), not alone`;
+    case "applies_workflow":
+      return (
+        `job ${id} applies the events of workflow ${result.workflowId}, which has not ended: ${action} alone, it would leave an event waiting for good; ` +
+        (action === "deleted" ? `retry it (picket jobs retry ${id}), or cancel the workflow` : `cancel the workflow`) +
+        ` (picket workflows cancel ${result.workflowId})`
+      );
+    case "wrong_status":
+      return `job ${id} is ${result.status}; only ${wanted} jobs can be ${action}`;
   }
-  throw new Error(
-    result.outcome === "not_found"
-      ? missing(id)
-      : result.outcome === "key_taken"
-        ? `job ${id} cannot be ${action}: its key ${JSON.stringify(result.key)} is held by job ${result.heldBy}, which is ${result.heldByStatus}. ` +
-          `Let that job finish (or cancel it: picket jobs cancel ${result.heldBy}), then retry this one.`
-        : result.outcome === "in_flow"
-          ? `job ${id} is part of flow ${result.flowId}: a flow's jobs are deleted with their flow (by retention once it has finished), not alone`
-          : result.outcome === "applies_workflow"
-            ? `job ${id} applies the events of workflow ${result.workflowId}, which has not ended: ${action} alone, it would leave an event waiting for good; ` +
-              (action === "deleted" ? `retry it (picket jobs retry ${id}), or cancel the workflow` : `cancel the workflow`) + ` (picket workflows cancel ${result.workflowId})`
-            : `job ${id} is ${result.status}; only ${wanted} jobs can be ${action}`,
-  );
+};
+
+const report = (action: string, id: string, result: AdminResult, wanted: string): void => {
+  if (result.outcome !== "applied") throw new Error(refusal(action, id, result, wanted));
+  process.stdout.write(`job ${id} ${action}\n`);
 };
 
 export const jobsCommand = (program: Command): void => {
