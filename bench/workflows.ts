@@ -4,9 +4,13 @@
 // database's clock), and the costs per event applied (bench/lib/costs.ts; the start and the
 // final event count as events). A second round gives each instance a task per event (a no-op picket
 // job whose result comes back as its done event): the cost of a durable step through a job.
-// Usage: node bench/workflows.ts [--instances 1000] [--events 10] [--runs 3]
-import { readFileSync } from "node:fs";
+// Then DBOS Transact, in a process of its own, through the same shapes (bench/peers/workflows-dbos.ts):
+// messages to a waiting workflow, steps in the workflow's process, and steps as queued child workflows.
+// Usage: node bench/workflows.ts [--instances 1000] [--events 10] [--runs 3] [--no-peer]
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { assign, setup } from "xstate";
@@ -15,7 +19,7 @@ import { sendToWorkflow } from "../src/db/workflows.ts";
 import { openMeter } from "./lib/costs.ts";
 import { createFreshDatabase } from "./lib/db.ts";
 
-const { values } = parseArgs({ options: { instances: { type: "string", default: "1000" }, events: { type: "string", default: "10" }, runs: { type: "string", default: "3" } } });
+const { values } = parseArgs({ options: { instances: { type: "string", default: "1000" }, events: { type: "string", default: "10" }, runs: { type: "string", default: "3" }, "no-peer": { type: "boolean", default: false } } });
 const instances = Number(values.instances);
 const events = Number(values.events);
 
@@ -43,7 +47,7 @@ const stepped = defineWorkflow({
 });
 const step = defineTask({ name: "bench-step", handler: async (input: { i: number }) => input });
 
-const embedded = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres();
+const embedded = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres({ settings: { shared_preload_libraries: "pg_stat_statements" } });
 const adminUrl = process.env.DATABASE_URL ?? embedded!.url;
 // PostgreSQL's CPU is measured from the embedded server's processes (bench/lib/costs.ts).
 if (embedded) process.env.BENCH_POSTMASTER_PID = readFileSync(path.join(embedded.dataDir, "postmaster.pid"), "utf8").split("\n")[0]!;
@@ -89,18 +93,40 @@ const round = async (shape: "events" | "tasks") => {
   return { shape, instances, applied, seconds, eventsPerSecond: applied / seconds, ...costs };
 };
 
+type Result = Awaited<ReturnType<typeof round>>;
+
+/** DBOS's run, in a process of its own (its executor's CPU is that process's). */
+const peers = fileURLToPath(new URL("./peers/", import.meta.url));
+const dbos = async (shape: "events" | "steps" | "queued") => {
+  const db = await createFreshDatabase(adminUrl, "bench_workflows_dbos");
+  const args = ["--url", db.url, "--shape", shape, "--instances", String(instances), "--events", String(events)];
+  const out = execFileSync(process.execPath, [`${peers}workflows-dbos.ts`, ...args], { encoding: "utf8", env: process.env, stdio: ["ignore", "pipe", "inherit"] });
+  await db.drop();
+  const line = out.split("\n").find((l) => l.startsWith("BENCH_RESULT "))!;
+  return JSON.parse(line.slice("BENCH_RESULT ".length)) as Result;
+};
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-for (const shape of ["events", "tasks"] as const) {
-  const results = [];
+const rounds: [string, () => Promise<Result>][] = [
+  ["picket, events sent", () => round("events")],
+  ["picket, a task per step", () => round("tasks")],
+];
+if (!values["no-peer"]) {
+  if (!existsSync(`${peers}node_modules/@dbos-inc/dbos-sdk`)) execFileSync("npm", ["install", "--no-audit", "--no-fund", "--prefix", peers], { stdio: "inherit" });
+  rounds.push(["DBOS, messages sent", () => dbos("events")], ["DBOS, a step in the workflow's process", () => dbos("steps")], ["DBOS, a queued child workflow per step", () => dbos("queued")]);
+}
+for (const [name, once] of rounds) {
+  const results: Result[] = [];
   for (let r = 0; r < Number(values.runs); r++) {
-    const result = await round(shape);
+    const result = await once();
     results.push(result);
     process.stdout.write(`BENCH_RESULT ${JSON.stringify(result)}\n`);
   }
+  const of = (pick: (r: Result) => number | null) => median(results.map((r) => pick(r) ?? Number.NaN));
   process.stdout.write(
-    `${shape === "events" ? "events sent" : "a task per step"}: ${Math.round(median(results.map((r) => r.eventsPerSecond)))} events applied/s, ` +
-      `PostgreSQL CPU ${median(results.map((r) => r.pgCpuUsPerJob ?? NaN)).toFixed(0)} µs, worker CPU ${median(results.map((r) => r.workerCpuUsPerJob)).toFixed(0)} µs, ` +
-      `WAL ${Math.round(median(results.map((r) => r.walBytesPerJob)))} B, commits ${median(results.map((r) => r.commitsPerJob)).toFixed(2)} per event applied (median of ${results.length})\n`,
+    `${name}: ${Math.round(of((r) => r.eventsPerSecond))} events applied/s (min ${Math.round(Math.min(...results.map((r) => r.eventsPerSecond)))}, max ${Math.round(Math.max(...results.map((r) => r.eventsPerSecond)))}); per event: ` +
+      `PostgreSQL CPU ${of((r) => r.pgCpuUsPerJob).toFixed(0)} µs, worker CPU ${of((r) => r.workerCpuUsPerJob).toFixed(0)} µs, ` +
+      `WAL ${Math.round(of((r) => r.walBytesPerJob))} B, statements ${of((r) => r.statementsPerJob).toFixed(2)}, commits ${of((r) => r.commitsPerJob).toFixed(2)} (median of ${results.length})\n`,
   );
 }
 await embedded?.stop();
