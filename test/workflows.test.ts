@@ -281,6 +281,39 @@ describe("applying events", () => {
     expect(await getWorkflow(db.pool, id)).toMatchObject({ seq: 251, context: { n: 250 } });
   });
 
+  it("an event that re-enters a state whose timer is already due cancels that timer: the run applies the new one only when it is due", async () => {
+    const retimer = defineWorkflow({
+      name: "retimer",
+      machine: setup({}).createMachine({
+        initial: "waiting",
+        states: { waiting: { after: { 60_000: "reminded" }, on: { RESET: { target: "waiting", reenter: true } } }, reminded: { type: "final" } },
+      }),
+    });
+    const registry = new WorkflowRegistry([retimer]);
+    const deps = { db: db.pool, statements: { schema: "picket" }, logger: quietLogger };
+    const { id } = await startWorkflow(db.pool, retimer, null);
+    await otherAppliersGone(id);
+    const applyAs = async (worker: string) => {
+      const [job] = await claimJobs(db.pool, worker, [want(APPLIER_TASK, { limit: 1 })]);
+      return applyDueEvents(deps, registry, id, { id: job!.id, token: job!.claimToken }, new AbortController().signal);
+    };
+    expect(await applyAs("worker-a")).toBe(1);
+    // RESET is sent, then the timer comes due before any applier runs (a worker was down): RESET goes
+    // first, as it was sent first, and its re-entry replaces the timer.
+    await sendToWorkflow(db.pool, id, { type: "RESET" });
+    await db.pool.query("UPDATE picket.workflow_events SET due_at = clock_timestamp() WHERE workflow_id = $1 AND kind = 'timer'", [id]);
+    const timers = async () => (await db.pool.query<{ id: string; late: boolean }>("SELECT id::text, due_at > now() + interval '50 seconds' AS late FROM picket.workflow_events WHERE workflow_id = $1 AND kind = 'timer' AND applied_at IS NULL", [id])).rows;
+    const [due] = await timers();
+    expect(due!.late).toBe(false);
+    // The apply of RESET deletes the due timer: the same run does not apply it afterwards.
+    expect(await applyAs("worker-b")).toBe(1);
+    expect((await getWorkflow(db.pool, id))!).toMatchObject({ status: "running", state: "waiting", seq: 2 });
+    expect((await allEvents(id)).map((e) => [e.kind, e.outcome, e.state])).toEqual([["start", "applied", "waiting"], ["send", "applied", "waiting"], ["timer", null, null]]);
+    const [replaced] = await timers();
+    expect(replaced).toMatchObject({ late: true });
+    expect(replaced!.id).not.toBe(due!.id);
+  });
+
   it("a task's job carries its input, and the queue, priority and attempts task() gives it", async () => {
     const ship = task<{ n: number }, unknown>("ship-parcel", { queue: "shipping", priority: 7, maxAttempts: 9 });
     const shipping = defineWorkflow({ name: "shipping", machine: setup({ actors: { ship } }).createMachine({ initial: "a", states: { a: { invoke: { id: "s", src: "ship", input: { n: 1 } } } } }) });

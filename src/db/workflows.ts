@@ -206,10 +206,10 @@ export interface ApplyInput {
 // The instance's next due event: the soonest due, then the first sent. A send is due when it was
 // sent (its transaction's start); a timer waits in the inbox until it is due, and after a downtime
 // goes before what was sent after its time.
-const nextEvent = (schema: string, w: string) => `
+const nextEvent = (schema: string, w: string, except = "") => `
   LEFT JOIN LATERAL (
     SELECT e.id, e.kind, e.event, e.job_id FROM ${schema}.workflow_events AS e
-    WHERE e.workflow_id = ${w}.id AND e.applied_at IS NULL AND e.due_at <= now()
+    WHERE e.workflow_id = ${w}.id AND e.applied_at IS NULL AND e.due_at <= now()${except}
     ORDER BY e.due_at, e.id LIMIT 1
   ) AS e ON true`;
 const applyColumns = (w: string) => `${w}.id::text AS id, ${w}.name, ${w}.version, ${w}.fingerprint, ${w}.status, ${w}.snapshot, ${w}.tasks, ${w}.seq,
@@ -319,6 +319,9 @@ export interface ApplyWrite {
 // ids probed one by one through the primary key, as the fenced writes do), gated on the instance's
 // write by a one-time EXISTS: planned on an empty table, a join to the written row put a scan of the
 // whole inbox first, and a job id list beside a status test drew the planner to the pending index.
+// It returns the instance as written with its next due event, so that a run applying a backlog
+// does not read again between events: that event is read with the statement's snapshot, in which
+// the event consumed and the timers deleted here are still there, so both are left out.
 const applySql = perSchema(
   (schema) => `
   WITH claim AS (
@@ -334,7 +337,7 @@ const applySql = perSchema(
         ), '{}'::jsonb)
     FROM claim
     WHERE w.id = $1::bigint AND w.seq = $2::int AND w.status IN ('starting', 'running')
-    RETURNING w.id, w.seq
+    RETURNING w.*
   ), consumed AS (
     -- Unconsumed: the seq read proves it (every write that consumes an event of a live instance moves its seq).
     UPDATE ${schema}.workflow_events AS e SET applied_at = now(), seq = wf.seq, outcome = $13::text, note = $14::text, state = $7::jsonb
@@ -369,13 +372,15 @@ const applySql = perSchema(
     DELETE FROM ${schema}.workflow_events AS e
     WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL AND e.kind = 'timer' AND (e.send_id = ANY ($25::text[]) OR $8::text <> 'running') AND e.id <> $5::bigint
       AND EXISTS (SELECT 1 FROM wf)
-    RETURNING e.wake_job
+    RETURNING e.id, e.wake_job
   ), unwoken AS (
     DELETE FROM ${schema}.jobs AS j WHERE j.id = ANY (ARRAY(
       SELECT p.id FROM unset AS u JOIN LATERAL (SELECT p.id FROM ${schema}.jobs AS p WHERE p.id = u.wake_job AND p.status = 'pending' FOR UPDATE) AS p ON true
     ))
   )
-  SELECT (SELECT count(*) FROM wf)::int AS written, (SELECT count(*) FROM claim)::int AS claimed, (SELECT count(*) FROM told)::int AS told`,
+  SELECT (SELECT count(*) FROM claim)::int AS claimed, (SELECT count(*) FROM told)::int AS told, ${applyColumns("w")}
+  FROM (SELECT 1) AS one LEFT JOIN wf AS w ON true
+  ${nextEvent(schema, "w", " AND e.id <> $5::bigint AND e.id <> ALL (ARRAY(SELECT u.id FROM unset AS u))")}`,
 );
 
 /**
@@ -384,11 +389,17 @@ const applySql = perSchema(
  */
 export type ApplyOutcome = "applied" | "fenced" | "raced";
 
+/** What an apply did and, when applied, the instance as written with its next due event (none: eventId null). */
+export interface ApplyResult {
+  outcome: ApplyOutcome;
+  next: ApplyInput | null;
+}
+
 /** Applies one event's effects in one statement. */
-export const writeApply = async (db: Queryable, write: ApplyWrite, options: StatementOptions = {}): Promise<ApplyOutcome> => {
+export const writeApply = async (db: Queryable, write: ApplyWrite, options: StatementOptions = {}): Promise<ApplyResult> => {
   const tasks = write.startTasks;
   const json = (value: unknown, what: string) => storableJson(value, what);
-  const { rows } = await runStatement<{ written: number; claimed: number }>(
+  const { rows } = await runStatement<Omit<ApplyInput, "id"> & { id: JobId | null; claimed: number; told: number }>(
     db,
     named("apply", applySql, options, [
         write.workflowId,
@@ -420,8 +431,10 @@ export const writeApply = async (db: Queryable, write: ApplyWrite, options: Stat
     ]),
     options,
   );
-  const row = rows[0]!;
-  return row.written === 1 ? "applied" : row.claimed === 0 ? "fenced" : "raced";
+  // told is selected only so that the notifications are sent (a CTE no one reads is not run).
+  const { claimed, told: _told, ...next } = rows[0]!;
+  if (next.id !== null) return { outcome: "applied", next: next as ApplyInput };
+  return { outcome: claimed === 0 ? "fenced" : "raced", next: null };
 };
 
 // An event of a finished instance is consumed as dropped, under the applier's claim.

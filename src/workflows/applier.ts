@@ -7,7 +7,7 @@
 import type { AnyStateMachine } from "xstate";
 import { InvalidConfigError, InvalidJobError, PicketError } from "../db/errors.ts";
 import type { Queryable, StatementOptions } from "../db/queryable.ts";
-import { continueApplying, dropEvent, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyOutcome, type ApplyWrite } from "../db/workflows.ts";
+import { continueApplying, dropEvent, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyResult, type ApplyWrite } from "../db/workflows.ts";
 import { isDataException } from "../db/errors.ts";
 import { APPLIER_TASK } from "../db/job-spec.ts";
 import type { JobId } from "../db/job-row.ts";
@@ -139,10 +139,10 @@ export const applyDueEvents = async (
     while (row !== null && row.eventId !== null && applied < EVENTS_PER_RUN && !signal.aborted) {
       const finished = row.status !== "starting" && row.status !== "running";
       const write = finished ? undefined : plan(registry, row, claim);
-      const outcome =
-        write === undefined ? await dropEvent(deps.db, row.eventId, claim, `workflow ${row.status}`, deps.statements) : await writeOrFail(deps, write, row);
-      if (outcome === "fenced") throw lost();
-      if (outcome === "raced") {
+      const result: ApplyResult =
+        write === undefined ? { outcome: await dropEvent(deps.db, row.eventId, claim, `workflow ${row.status}`, deps.statements), next: null } : await writeOrFail(deps, write, row);
+      if (result.outcome === "fenced") throw lost();
+      if (result.outcome === "raced") {
         // Written by another applier meanwhile (one that took a hold this run's claim had let lapse): read again.
         if (++raced >= LOST_RACES) throw new PicketError(`picket: workflow ${workflowId}: ${LOST_RACES} writes in a row found the instance changed by another applier; the run ends.`);
       } else {
@@ -153,7 +153,8 @@ export const applyDueEvents = async (
           deps.applied?.({ id: row.id, name: row.name, machine: write.machine }, write.xstateEvent, write.snapshot);
         }
       }
-      row = await readForApply(deps.db, workflowId, deps.statements);
+      // An apply returns the instance as written with its next event; after a drop or a race, read it.
+      row = result.next ?? (await readForApply(deps.db, workflowId, deps.statements));
     }
     const { due } = await releaseHold(deps.db, workflowId, claim, deps.statements);
     if (!due) return applied;
@@ -196,7 +197,7 @@ const failureMessage = (error: unknown): string =>
  * in the context, a delay past its calendar) fails the instance instead, saying why: written as it
  * was, it would be refused on every retry, and the events behind it would wait for ever.
  */
-const writeOrFail = async (deps: ApplierDeps, write: PlannedWrite, row: ApplyInput): Promise<ApplyOutcome> => {
+const writeOrFail = async (deps: ApplierDeps, write: PlannedWrite, row: ApplyInput): Promise<ApplyResult> => {
   try {
     return await writeApply(deps.db, write, deps.statements);
   } catch (error) {
