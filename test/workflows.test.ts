@@ -14,6 +14,7 @@ import {
   workflowHistory,
   workflowJobs,
   holdForApply,
+  writeApply,
 } from "../src/db/workflows.ts";
 import { APPLIER_TASK } from "../src/db/job-spec.ts";
 import { defineWorkflow, task } from "../src/workflows/definition.ts";
@@ -242,6 +243,41 @@ describe("applying events", () => {
     expect((await sweepExpiredClaims(db.pool, 10)).map((swept) => swept.id)).toContain(c.id);
     expect(await applyDueEvents(deps, registry, id, d, signal)).toBe(2);
     expect((await getWorkflow(db.pool, id))!).toMatchObject({ seq: 4, context: { n: 3 } });
+  });
+
+  it("an apply returns the next due event and keeps the hold; the apply that finds none lets go in its own write", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    const { eventId: inc } = await sendToWorkflow(db.pool, id, { type: "INC" });
+    await otherAppliersGone(id);
+    const [job] = await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })]);
+    const a = { id: job!.id, token: job!.claimToken };
+    const hold = await holdForApply(db.pool, id, a);
+    if (hold.outcome !== "held") throw new Error(`not held: ${hold.outcome}`);
+    // The database does not read the snapshot: any JSON stands for the machine's.
+    const write = (seq: number, eventId: string) => writeApply(db.pool, { workflowId: id, seq, eventId, claim: a, snapshot: { n: seq }, state: "counting", status: "running", version: "1", fingerprint: "f", outcome: "applied", note: null, startTasks: [], stopTasks: [], startTimers: [], cancelTimers: [] });
+    const holder = async () => (await db.pool.query("SELECT applier_job::text FROM picket.workflows WHERE id = $1", [id])).rows[0].applier_job;
+    const first = await write(0, hold.row.eventId!);
+    expect(first).toMatchObject({ outcome: "applied", next: { id, seq: 1, eventId: inc, kind: "send", event: { type: "INC" }, snapshot: { n: 0 } } });
+    expect(await holder()).toBe(a.id);
+    const last = await write(1, inc);
+    expect(last).toMatchObject({ outcome: "applied", next: { id, seq: 2, eventId: null } });
+    expect(await holder()).toBeNull();
+    expect((await db.pool.query("SELECT applier_token FROM picket.workflows WHERE id = $1", [id])).rows[0].applier_token).toBeNull();
+    // A stale seq writes nothing and keeps whatever hold there is.
+    expect(await write(1, inc)).toEqual({ outcome: "raced", next: null });
+  });
+
+  it("a run over a backlog sends one statement per event, with only the hold before and the look for events due after", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    for (let i = 0; i < 5; i++) await sendToWorkflow(db.pool, id, { type: "INC" });
+    await otherAppliersGone(id);
+    const [job] = await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })]);
+    const sent: string[] = [];
+    const counted = { query: (config: { name?: string; text: string }) => (sent.push(config.name ?? config.text), db.pool.query(config as never)) };
+    const deps = { db: counted as never, statements: { schema: "picket" }, logger: quietLogger };
+    expect(await applyDueEvents(deps, new WorkflowRegistry([counter]), id, { id: job!.id, token: job!.claimToken }, new AbortController().signal)).toBe(6);
+    expect(sent.map((name) => name.replace(/^picket_workflow_(\w+)_picket$/, "$1"))).toEqual(["hold", ...Array(6).fill("apply"), "due"]);
+    expect(await getWorkflow(db.pool, id)).toMatchObject({ seq: 6, context: { n: 5 } });
   });
 
   it("a run stopped with events due (a drain) leaves them to a new applier job", async () => {

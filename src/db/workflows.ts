@@ -206,12 +206,11 @@ export interface ApplyInput {
 // The instance's next due event: the soonest due, then the first sent. A send is due when it was
 // sent (its transaction's start); a timer waits in the inbox until it is due, and after a downtime
 // goes before what was sent after its time.
-const nextEvent = (schema: string, w: string, except = "") => `
-  LEFT JOIN LATERAL (
+const nextDue = (schema: string, workflow: string, except = "") => `
     SELECT e.id, e.kind, e.event, e.job_id FROM ${schema}.workflow_events AS e
-    WHERE e.workflow_id = ${w}.id AND e.applied_at IS NULL AND e.due_at <= now()${except}
-    ORDER BY e.due_at, e.id LIMIT 1
-  ) AS e ON true`;
+    WHERE e.workflow_id = ${workflow} AND e.applied_at IS NULL AND e.due_at <= now()${except}
+    ORDER BY e.due_at, e.id LIMIT 1`;
+const nextEvent = (schema: string, w: string) => `LEFT JOIN LATERAL (${nextDue(schema, `${w}.id`)}) AS e ON true`;
 const applyColumns = (w: string) => `${w}.id::text AS id, ${w}.name, ${w}.version, ${w}.fingerprint, ${w}.status, ${w}.snapshot, ${w}.tasks, ${w}.seq,
          e.id::text AS "eventId", e.kind, e.event, e.job_id::text AS "jobId"`;
 
@@ -272,10 +271,16 @@ const continueSql = perSchema((schema) => `INSERT INTO ${schema}.jobs (type, pay
  * Lets go of the instance, then says whether an event is due. Two statements, in that order: an
  * event that committed before the release is seen by the second; one that commits after finds the
  * instance free when its own applier runs. (An applier that found the instance held ended, leaving
- * its event to the holder: this is how the holder sees it.)
+ * its event to the holder: this is how the holder sees it.) An apply that found no next event let
+ * go in its own write: after it, only the second statement is run (eventsDue).
  */
 export const releaseHold = async (db: Queryable, id: JobId, claim: { id: JobId; token: string }, options: StatementOptions = {}): Promise<{ due: boolean }> => {
   await runStatement(db, named("release", releaseSql, options, [id, claim.id, claim.token]), options);
+  return eventsDue(db, id, options);
+};
+
+/** Whether an event of the instance is due, read after the hold was let go (releaseHold). */
+export const eventsDue = async (db: Queryable, id: JobId, options: StatementOptions = {}): Promise<{ due: boolean }> => {
   const { rows } = await runStatement<{ due: boolean }>(db, named("due", dueSql, options, [id]), options);
   return { due: rows[0]!.due };
 };
@@ -319,13 +324,19 @@ export interface ApplyWrite {
 // ids probed one by one through the primary key, as the fenced writes do), gated on the instance's
 // write by a one-time EXISTS: planned on an empty table, a join to the written row put a scan of the
 // whole inbox first, and a job id list beside a status test drew the planner to the pending index.
-// It returns the instance as written with its next due event, so that a run applying a backlog
-// does not read again between events: that event is read with the statement's snapshot, in which
-// the event consumed and the timers deleted here are still there, so both are left out.
+// It returns the instance as written with its next due event (nxt), so that a run applying a
+// backlog does not read again between events; with none, it lets go of the hold (the run's release,
+// in the same write: the run then only looks for events due, in a statement after this commits).
+// The hold is the writer's: an applier applies only while holding, and a hold moves only from a
+// claim that is no longer live, whose writes the fence refuses.
+// That event is read with the statement's snapshot, in which the event consumed and the timers
+// deleted here are still there: both are left out.
+const cancelledTimer = (e: string) => `${e}.kind = 'timer' AND (${e}.send_id = ANY ($25::text[]) OR $8::text <> 'running')`;
 const applySql = perSchema(
   (schema) => `
   WITH claim AS (
     SELECT j.id FROM ${schema}.jobs AS j WHERE j.id = $3::bigint AND ${fence("j", "$4::uuid")} FOR SHARE OF j
+  ), nxt AS (${nextDue(schema, "$1::bigint", ` AND e.id <> $5::bigint AND NOT (${cancelledTimer("e")})`)}
   ), ids AS (
     SELECT ARRAY(SELECT nextval(pg_get_serial_sequence('${schema}.jobs', 'id')) FROM generate_series(1, cardinality($15::text[]) + cardinality($22::text[]))) AS a
   ), wf AS (
@@ -334,7 +345,8 @@ const applySql = perSchema(
         seq = w.seq + 1, updated_at = now(), finished_at = CASE WHEN $8::text IN ('done', 'failed') THEN now() END,
         tasks = (w.tasks - $21::text[]) || coalesce((
           SELECT jsonb_object_agg(t.invoke, t.id::text) FROM unnest($15::text[], (SELECT a[1:cardinality($15::text[])] FROM ids)) AS t(invoke, id)
-        ), '{}'::jsonb)
+        ), '{}'::jsonb),
+        applier_job = CASE WHEN EXISTS (SELECT 1 FROM nxt) THEN w.applier_job END, applier_token = CASE WHEN EXISTS (SELECT 1 FROM nxt) THEN w.applier_token END
     FROM claim
     WHERE w.id = $1::bigint AND w.seq = $2::int AND w.status IN ('starting', 'running')
     RETURNING w.*
@@ -370,7 +382,7 @@ const applySql = perSchema(
     FROM wf, unnest((SELECT a[cardinality($15::text[]) + 1:] FROM ids), $22::text[], $23::jsonb[], $24::float8[]) AS t(id, send_id, event, delay_ms)
   ), unset AS (
     DELETE FROM ${schema}.workflow_events AS e
-    WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL AND e.kind = 'timer' AND (e.send_id = ANY ($25::text[]) OR $8::text <> 'running') AND e.id <> $5::bigint
+    WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL AND ${cancelledTimer("e")} AND e.id <> $5::bigint
       AND EXISTS (SELECT 1 FROM wf)
     RETURNING e.id, e.wake_job
   ), unwoken AS (
@@ -379,8 +391,7 @@ const applySql = perSchema(
     ))
   )
   SELECT (SELECT count(*) FROM claim)::int AS claimed, (SELECT count(*) FROM told)::int AS told, ${applyColumns("w")}
-  FROM (SELECT 1) AS one LEFT JOIN wf AS w ON true
-  ${nextEvent(schema, "w", " AND e.id <> $5::bigint AND e.id <> ALL (ARRAY(SELECT u.id FROM unset AS u))")}`,
+  FROM (SELECT 1) AS one LEFT JOIN wf AS w ON true LEFT JOIN nxt AS e ON w.id IS NOT NULL`,
 );
 
 /**
@@ -389,7 +400,10 @@ const applySql = perSchema(
  */
 export type ApplyOutcome = "applied" | "fenced" | "raced";
 
-/** What an apply did and, when applied, the instance as written with its next due event (none: eventId null). */
+/**
+ * What an apply did and, when applied, the instance as written with its next due event (none:
+ * eventId null, and the apply let go of the hold).
+ */
 export interface ApplyResult {
   outcome: ApplyOutcome;
   next: ApplyInput | null;

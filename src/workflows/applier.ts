@@ -7,7 +7,7 @@
 import type { AnyStateMachine } from "xstate";
 import { InvalidConfigError, InvalidJobError, PicketError } from "../db/errors.ts";
 import type { Queryable, StatementOptions } from "../db/queryable.ts";
-import { continueApplying, dropEvent, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyResult, type ApplyWrite } from "../db/workflows.ts";
+import { continueApplying, dropEvent, eventsDue, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyResult, type ApplyWrite } from "../db/workflows.ts";
 import { isDataException } from "../db/errors.ts";
 import { APPLIER_TASK } from "../db/job-spec.ts";
 import type { JobId } from "../db/job-row.ts";
@@ -135,6 +135,8 @@ export const applyDueEvents = async (
     if (hold.outcome === "fenced") throw lost();
     if (hold.outcome !== "held") return applied;
     let row: ApplyInput | null = hold.row;
+    // Set by an apply that found no next event: it let go of the hold in its own write.
+    let letGo = false;
     let raced = 0;
     while (row !== null && row.eventId !== null && applied < EVENTS_PER_RUN && !signal.aborted) {
       const finished = row.status !== "starting" && row.status !== "running";
@@ -155,8 +157,9 @@ export const applyDueEvents = async (
       }
       // An apply returns the instance as written with its next event; after a drop or a race, read it.
       row = result.next ?? (await readForApply(deps.db, workflowId, deps.statements));
+      letGo = result.next !== null && result.next.eventId === null;
     }
-    const { due } = await releaseHold(deps.db, workflowId, claim, deps.statements);
+    const { due } = letGo ? await eventsDue(deps.db, workflowId, deps.statements) : await releaseHold(deps.db, workflowId, claim, deps.statements);
     if (!due) return applied;
     if (signal.aborted || applied >= EVENTS_PER_RUN) {
       await continueApplying(deps.db, workflowId, deps.statements);
