@@ -8,7 +8,7 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cancelJob, enqueueJob, enqueueJobs, jobSteps, openPool, StatementTimeoutError } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
-import { interceptedPool, useTestDatabase } from "./support/db.ts";
+import { interceptedPool, useTestDatabase, withApplicationName } from "./support/db.ts";
 import { row } from "./support/factory.ts";
 import { startPgBouncer, type PgBouncer } from "./support/pgbouncer.ts";
 import { startWorker } from "./support/worker.ts";
@@ -184,12 +184,6 @@ describe("through PgBouncer in transaction mode", () => {
 describe("the worker's connections killed (pg_terminate_backend)", () => {
   const killAll = async (app: string) =>
     (await db.pool.query("SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity WHERE application_name = $1", [app])).rowCount ?? 0;
-  const withApp = (app: string) => {
-    const url = new URL(db.url);
-    url.searchParams.set("application_name", app);
-    return url.toString();
-  };
-
   it("again and again while two workers claim a serial queue and a limited task: every job completes once, no limit exceeded", { timeout: 150_000 }, async () => {
     const app = "limited-killed";
     const live = { queued: 0, limited: 0 };
@@ -209,7 +203,7 @@ describe("the worker's connections killed (pg_terminate_backend)", () => {
     // gap between kills, so no statement of a worker may get through for the whole window.
     const queued = defineTask({ name: "killed-queued", leaseMs: 30_000, handler: hold("queued") });
     const limited = defineTask({ name: "killed-limited", leaseMs: 30_000, clusterConcurrency: 2, handler: hold("limited") });
-    const options = { connectionString: withApp(app), tasks: [queued, limited], concurrency: 8, pollIntervalMs: 20 };
+    const options = { connectionString: withApplicationName(db.url, app), tasks: [queued, limited], concurrency: 8, pollIntervalMs: 20 };
     const a = await startWorker(options);
     const b = await startWorker(options);
     const jobs = await enqueueJobs(db.pool, [
@@ -261,7 +255,7 @@ describe("the worker's connections killed (pg_terminate_backend)", () => {
         return b;
       },
     });
-    const { supervisor, outcomes } = await startWorker({ connectionString: withApp(app), tasks: [task] });
+    const { supervisor, outcomes } = await startWorker({ connectionString: withApplicationName(db.url, app), tasks: [task] });
     const job = await enqueueJob(db.pool, { type: "killed-between" });
     await afterA.promise;
     expect(await killAll(app)).toBeGreaterThan(0);
@@ -293,7 +287,7 @@ describe("the worker's connections killed (pg_terminate_backend)", () => {
       },
     });
     const job = await enqueueJob(db.pool, { type: "killed-in-flight", payload: {} });
-    const { supervisor, outcomes } = await startWorker({ connectionString: withApp(app), tasks: [task] });
+    const { supervisor, outcomes } = await startWorker({ connectionString: withApplicationName(db.url, app), tasks: [task] });
     await afterOne.promise;
     // Another session inserting the same step, uncommitted: the worker's INSERT ... ON CONFLICT
     // waits for it on the server (the write is in flight), where it is killed.

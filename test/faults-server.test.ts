@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { enqueueJobs } from "../src/db/index.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { row } from "./support/factory.ts";
+import { withApplicationName } from "./support/db.ts";
 import { useOwnServer } from "./support/own-server.ts";
 import { startWorker } from "./support/worker.ts";
 
@@ -93,9 +94,7 @@ describe("the server goes away", () => {
   it("completes every job once while its connections are killed (pg_terminate_backend) again and again", async () => {
     const task = defineTask({ name: "terminated", leaseMs: 5_000, handler: async (_p, { job }) => `ran ${job.id}` });
     const jobs = await enqueueJobs(server.pool, Array.from({ length: 300 }, () => ({ type: "terminated", maxAttempts: 1 })));
-    const url = new URL(server.url);
-    url.searchParams.set("application_name", "terminated-worker");
-    const { outcomes } = await startWorker({ connectionString: url.toString(), tasks: [task], concurrency: 5 });
+    const { outcomes } = await startWorker({ connectionString: withApplicationName(server.url, "terminated-worker"), tasks: [task], concurrency: 5 });
     let kills = 0;
     const until = Date.now() + 3_000;
     while (Date.now() < until && outcomes.length < 300) {

@@ -12,7 +12,7 @@ import { cliErrorMessage } from "../src/cli/error-message.ts";
 import { explainLoadError } from "../src/cli/module-load-error.ts";
 import { loadTasksModule } from "../src/cli/tasks-module.ts";
 import { picket } from "./support/cli.ts";
-import { useTestDatabase } from "./support/db.ts";
+import { useTestDatabase, withApplicationName } from "./support/db.ts";
 import { cancelJob, enqueueJob, enqueueJobWithOutcome, loadEmbeddedBinaries, PicketError } from "../src/db/index.ts";
 import { captureLogs, startWorker } from "./support/worker.ts";
 
@@ -144,9 +144,7 @@ describe("a supervisor runs once", () => {
   // they have, so stop() returned with them still open on the server.
   it("stop() resolves only once its pool's connections are closed on the server", async () => {
     const logs = captureLogs();
-    const url = new URL(db.url);
-    url.searchParams.set("application_name", "picket-stop-probe");
-    const supervisor = createSupervisor({ tasks: [noop], connectionString: url.href, logger: logs.logger, pollIntervalMs: 50 });
+    const supervisor = createSupervisor({ tasks: [noop], connectionString: withApplicationName(db.url, "picket-stop-probe"), logger: logs.logger, pollIntervalMs: 50 });
     await supervisor.start();
     await enqueueJob(db.pool, { type: "noop", payload: {} });
     await new Promise<void>((resolve) => supervisor.onJobFinished(() => resolve()));

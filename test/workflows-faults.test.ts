@@ -11,6 +11,7 @@ import { getWorkflow, sendToWorkflow, startWorkflow } from "../src/db/workflows.
 import type { JobId } from "../src/db/job-row.ts";
 import { defineTask } from "../src/runtime/task.ts";
 import { defineWorkflow, task } from "../src/workflows/definition.ts";
+import { withApplicationName } from "./support/db.ts";
 import { useOwnServer } from "./support/own-server.ts";
 import { startWorker } from "./support/worker.ts";
 
@@ -61,12 +62,6 @@ const chain = defineWorkflow({
   }),
 });
 
-const withApp = (app: string) => {
-  const url = new URL(server.url);
-  url.searchParams.set("application_name", app);
-  return url.toString();
-};
-
 /** Starts `count` instances and sends each INCS INC events, interleaved across instances. */
 const startAndSend = async (count: number): Promise<JobId[]> => {
   const ids: JobId[] = [];
@@ -109,7 +104,7 @@ const expectEachAppliedOnce = async (ids: JobId[]) => {
 describe("workflows under operators' faults", () => {
   it("the workers' connections killed again and again: every event applied once, every task run once, every instance done", { timeout: 150_000 }, async () => {
     const app = "wf-faults-killed";
-    const options = { connectionString: withApp(app), tasks: [bumpTask], workflows: [chain], concurrency: 8, pollIntervalMs: 20 };
+    const options = { connectionString: withApplicationName(server.url, app), tasks: [bumpTask], workflows: [chain], concurrency: 8, pollIntervalMs: 20 };
     const a = await startWorker(options);
     const b = await startWorker(options);
     let kills = 0;

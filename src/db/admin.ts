@@ -43,10 +43,12 @@ const retryDeadSql = perSchema(
 // claim); without LISTEN it learns at its next lease renewal.
 // A waiting job (a flow's, its dependencies not all resolved) is live too. The flow trigger
 // (migration 0017) cancels what depends on a cancelled job, in the same statement.
+/** The statuses a cancel takes: the refusal of a live workflow's applier reads the same list. */
+const LIVE: readonly JobStatus[] = ["pending", "processing", "waiting"];
 const cancelMatching = (schema: string, which: string) => `
   WITH target AS (
     SELECT t.id, t.status AS was FROM ${schema}.jobs AS t
-    WHERE ${which} AND t.status IN ('pending', 'processing', 'waiting')
+    WHERE ${which} AND t.status IN (${LIVE.map((status) => `'${status}'`).join(", ")})
     -- In id order: two cancels of overlapping batches lock their rows in one order, never a deadlock.
     ORDER BY t.id
     FOR UPDATE
@@ -71,7 +73,6 @@ const cancelMatching = (schema: string, which: string) => `
 export const appliesLiveWorkflow = (schema: string, j: string): string => `(${j}.type = '${APPLIER_TASK}' AND coalesce((
     SELECT lw.status IN ('starting', 'running') FROM ${schema}.workflows AS lw
     WHERE lw.id = CASE WHEN ${j}.payload->>'workflow' ~ '^[1-9][0-9]{0,17}$' THEN (${j}.payload->>'workflow')::bigint END), false))`;
-const LIVE: readonly JobStatus[] = ["pending", "processing", "waiting"];
 const cancelSql = perSchema((schema) => cancelMatching(schema, `t.id = ANY ($1::bigint[]) AND NOT ${appliesLiveWorkflow(schema, "t")}`));
 /** Cancel every live job of flow $1 (who asked: $2). */
 export const cancelFlowSql = perSchema((schema) => cancelMatching(schema, "t.flow_id = $1::bigint"));

@@ -95,3 +95,10 @@ export const schemasFor = (db: TestDatabase, prefix: string): (() => Promise<str
     return schema;
   };
 };
+
+/** `url` with an application_name, so that a test can find (and kill) its workers' connections. */
+export const withApplicationName = (url: string, name: string): string => {
+  const named = new URL(url);
+  named.searchParams.set("application_name", name);
+  return named.toString();
+};
