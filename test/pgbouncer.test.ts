@@ -5,7 +5,10 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimJobs, DatabaseUnreachableError, enqueueJob, enqueueJobs, migrate, openPool, pauseClaims, readMigrations, resumeClaims, StatementTimeoutError } from "../src/db/index.ts";
+import { sendToWorkflow, startWorkflow } from "../src/db/workflows.ts";
 import { createSupervisor } from "../src/runtime/supervisor.ts";
+import { defineWorkflow } from "../src/workflows/definition.ts";
+import { assign, setup } from "xstate";
 import { defineTask } from "../src/runtime/task.ts";
 import { useTestDatabase } from "./support/db.ts";
 import { startPgBouncer, type PgBouncer } from "./support/pgbouncer.ts";
@@ -124,6 +127,34 @@ describe("through PgBouncer in transaction mode", () => {
     expect(runs).toEqual({ n: 1_000, jobs: 1_000, attempt: 1 });
     expect(trouble([...a.logs, ...b.logs])).toEqual([]);
     expect(deafWarnings([...a.logs, ...b.logs])).toEqual([]);
+  });
+
+  it("applies workflow events through it: each event once, in order, with two workers holding and letting go", async () => {
+    const counter = defineWorkflow({
+      name: "pgb-counter",
+      machine: setup({ types: {} as { context: { n: number } } }).createMachine({
+        context: { n: 0 },
+        initial: "counting",
+        states: { counting: { on: { INC: { actions: assign({ n: ({ context }) => context.n + 1 }) }, FINISH: "done" } }, done: { type: "final" } },
+        output: ({ context }) => ({ n: context.n }),
+      }),
+    });
+    const options = { connectionString: bouncer.url, transactionPooling: true, listenConnectionString: db.url, tasks: [], workflows: [counter] } as const;
+    const a = await startWorker(options);
+    const b = await startWorker(options);
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++) ids.push((await startWorkflow(bounced, counter, null, { preparedStatements: false })).id);
+    for (let k = 0; k < 10; k++) for (const id of ids) await sendToWorkflow(bounced, id, { type: "INC" }, { preparedStatements: false });
+    for (const id of ids) await sendToWorkflow(bounced, id, { type: "FINISH" }, { preparedStatements: false });
+    const done = () => count("SELECT count(*)::int AS n FROM picket.workflows WHERE name = 'pgb-counter' AND status = 'done'");
+    await expect.poll(done, { timeout: 30_000, interval: 100 }).toBe(20);
+    await Promise.all([a.supervisor.stop(), b.supervisor.stop()]);
+    const { rows } = await db.pool.query(
+      "SELECT w.output, array_agg(e.seq ORDER BY e.seq) AS seqs, count(*) FILTER (WHERE e.outcome = 'applied')::int AS applied, bool_and(w.applier_job IS NULL) AS free FROM picket.workflows AS w JOIN picket.workflow_events AS e ON e.workflow_id = w.id WHERE w.id = ANY($1::bigint[]) GROUP BY w.id, w.output",
+      [ids],
+    );
+    expect(rows).toEqual(ids.map(() => ({ output: { n: 10 }, seqs: Array.from({ length: 12 }, (_, i) => i + 1), applied: 12, free: true })));
+    expect(trouble([...a.logs, ...b.logs])).toEqual([]);
   });
 
   it("wakes on NOTIFY over the direct LISTEN connection, with no poll due for a minute", async () => {
