@@ -145,7 +145,8 @@ export const applyDueEvents = async (
         write === undefined ? { outcome: await dropEvent(deps.db, row.eventId, claim, `workflow ${row.status}`, deps.statements), next: null } : await writeOrFail(deps, write, row);
       if (result.outcome === "fenced") throw lost();
       if (result.outcome === "raced") {
-        // Written by another applier meanwhile (one that took a hold this run's claim had let lapse): read again.
+        // The instance's seq moved since it was read (a cancel, or a write this run did not make): read again.
+        // Exactly-once rests on this compare-and-set, not on the hold.
         if (++raced >= LOST_RACES) throw new PicketError(`picket: workflow ${workflowId}: ${LOST_RACES} writes in a row found the instance changed by another applier; the run ends.`);
       } else {
         applied++;
