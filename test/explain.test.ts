@@ -305,6 +305,11 @@ describe("workflow statements on a never-analyzed table, planned while it was em
             options,
           ),
         send: (q) => sendToWorkflow(q as never, target.id, { type: "GO" }, options),
+        // Sent on a pool ($4): the send looks for the instance's applier job waiting to be claimed.
+        sendJoining: async (q) => {
+          const { text, values } = await capture((c) => sendToWorkflow(c as never, target.id, { type: "GO" }, options));
+          return q.query({ text, values: [...values!.slice(0, 3), true] });
+        },
         start: (q) => startWorkflow(q as never, "w", null, { ...options, key: "k-1" }),
         history: (q) => workflowHistory(q as never, target.id, { ...options, limit: 20 }),
         retention: (q) => deleteFinishedWorkflows(q as never, { olderThanMs: 3_600_000, batchSize: 10 }, options),
@@ -325,6 +330,8 @@ describe("workflow statements on a never-analyzed table, planned while it was em
         );
         await pool.query(`INSERT INTO ${schema}.workflow_events (workflow_id, kind, event) SELECT w, 'send', '{"type":"GO"}' FROM generate_series(1, 2000) AS w`);
         await pool.query(`INSERT INTO ${schema}.jobs (type, workflow_id) SELECT 'task', w FROM generate_series(1, 2000) AS w, generate_series(1, 10)`);
+        // Each instance's applier job, waiting to be claimed.
+        await pool.query(`INSERT INTO ${schema}.jobs (type, payload) SELECT 'picket.workflow', jsonb_build_object('workflow', w) FROM generate_series(1, 2000) AS w`);
         // Beside them, a backlog: 20,000 pending jobs and 2,000 running ones, timers' wake-ups among them.
         await pool.query(`INSERT INTO ${schema}.jobs (type) SELECT 'other' FROM generate_series(1, 20000)`);
         await pool.query(`INSERT INTO ${schema}.jobs (type, status, claim_token, lock_until) SELECT 'other', 'processing', gen_random_uuid(), now() + interval '1 hour' FROM generate_series(1, 2000)`);

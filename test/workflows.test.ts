@@ -2,6 +2,7 @@
 // Exactly-once application under concurrent sends, a stale claim that applies nothing, timers that
 // fire after downtime, a late task result dropped, what is refused at definition, versions pinned
 // and migrated, and start/send inside the caller's transaction.
+import type pg from "pg";
 import { describe, expect, it } from "vitest";
 import { assign, fromCallback, fromPromise, log, raise, setup, createMachine, sendTo } from "xstate";
 import { applyBulk, cancelJob, claimJobs, completeJobs, countBulk, deleteFinishedJob, enqueueJob, getJob, retryDeadJob, sweepExpiredClaims, type JobId } from "../src/db/index.ts";
@@ -44,6 +45,15 @@ const inState = (id: JobId, state: unknown) => until(`workflow ${id} in ${JSON.s
 const quietLogger = createLogger({ level: "silent" });
 /** Tests that claim appliers by hand claim only their own instance's. */
 const otherAppliersGone = (id: JobId) => db.pool.query("DELETE FROM picket.jobs WHERE type = $1 AND payload->>'workflow' <> $2", [APPLIER_TASK, id]);
+/** Sends on a client rather than the pool: the event brings an applier job of its own, as one sent in a caller's transaction does. */
+const sendWithOwnApplier = async (id: JobId, event: { type: string }) => {
+  const client = await db.pool.connect();
+  try {
+    return await sendToWorkflow(client, id, event);
+  } finally {
+    client.release();
+  }
+};
 const worker = (options: Omit<Parameters<typeof startWorker>[0], "connectionString">) => startWorker({ connectionString: db.url, ...options });
 
 // Counts INC events; FINISH ends with the count.
@@ -164,6 +174,100 @@ describe("start and send", () => {
   });
 });
 
+describe("a send joins the instance's applier job waiting to be claimed", () => {
+  const appliers = async (id: JobId, on: { query: typeof db.pool.query } = db.pool) =>
+    (await on.query<{ status: string; due: boolean }>("SELECT status, run_at <= now() AS due FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2 ORDER BY id", [APPLIER_TASK, id])).rows;
+  /** A pool whose one connection is `client`, in the transaction the test opened on it: a send on it takes a pool's path. */
+  const poolOf = (client: pg.PoolClient) => {
+    const kept = new Proxy(client, {
+      get: (target, property) => {
+        if (property === "release") return () => undefined;
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    return { totalCount: 1, connect: (callback: (error: undefined, client: pg.PoolClient) => void) => callback(undefined, kept) } as unknown as pg.Pool;
+  };
+
+  it("a burst sent on the pool adds no job: the start's applier applies every event, once and in order", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    for (let i = 0; i < 5; i++) await sendToWorkflow(db.pool, id, { type: "INC" });
+    await sendToWorkflow(db.pool, id, { type: "FINISH" });
+    expect(await appliers(id)).toEqual([{ status: "pending", due: true }]);
+    await worker({ tasks: [], workflows: [counter] });
+    await settled(id);
+    expect(await getWorkflow(db.pool, id)).toMatchObject({ status: "done", seq: 7, output: { n: 5 } });
+    expect((await allEvents(id)).map((e) => [e.seq, (e.event as { type?: string }).type ?? "start", e.outcome])).toEqual([
+      [1, "start", "applied"], ...[2, 3, 4, 5, 6].map((seq) => [seq, "INC", "applied"]), [7, "FINISH", "applied"],
+    ]);
+  });
+
+  it("the job it joined is passed over by claims until the send commits, then applies its event", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    await otherAppliersGone(id);
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await sendToWorkflow(poolOf(client), id, { type: "INC" });
+      // Joined (no job of its own, even seen from its own transaction), and held: no claim takes it yet.
+      expect(await appliers(id, client)).toEqual([{ status: "pending", due: true }]);
+      expect(await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })])).toEqual([]);
+      await client.query("COMMIT");
+    } finally {
+      client.release();
+    }
+    const [job] = await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })]);
+    const deps = { db: db.pool, statements: { schema: "picket" }, logger: quietLogger };
+    expect(await applyDueEvents(deps, new WorkflowRegistry([counter]), id, { id: job!.id, token: job!.claimToken }, new AbortController().signal)).toBe(2);
+    expect(await getWorkflow(db.pool, id)).toMatchObject({ seq: 2, context: { n: 1 } });
+  });
+
+  it("sent in a caller's transaction, it brings its own job and holds none: the waiting one is claimed meanwhile", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    await otherAppliersGone(id);
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await sendToWorkflow(client, id, { type: "INC" });
+      expect(await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })])).toHaveLength(1);
+      await client.query("COMMIT");
+    } finally {
+      client.release();
+    }
+    expect(await appliers(id)).toEqual([{ status: "processing", due: true }, { status: "pending", due: true }]);
+  });
+
+  it("it passes over a job being claimed, one claimed, one due later and another instance's, and brings its own", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    await otherAppliersGone(id);
+    // Another instance's job waits too: never this instance's.
+    const other = await startWorkflow(db.pool, counter, null);
+    // Being claimed: a claim has the row locked. The send does not wait for it.
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("SELECT id FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2 FOR UPDATE", [APPLIER_TASK, id]);
+      await sendToWorkflow(db.pool, id, { type: "INC" }, { timeoutMs: 5_000 });
+      await client.query("ROLLBACK");
+    } finally {
+      client.release();
+    }
+    expect(await appliers(id)).toEqual([{ status: "pending", due: true }, { status: "pending", due: true }]);
+    // Claimed: no longer waiting.
+    await db.pool.query("UPDATE picket.jobs SET status = 'processing', claim_token = gen_random_uuid(), lock_until = now() + interval '1 minute' WHERE type = $1 AND payload->>'workflow' = $2", [APPLIER_TASK, id]);
+    await sendToWorkflow(db.pool, id, { type: "INC" });
+    expect(await appliers(id)).toEqual([{ status: "processing", due: true }, { status: "processing", due: true }, { status: "pending", due: true }]);
+    // Due later (a retry waiting out its backoff): the event would wait with it.
+    await db.pool.query("UPDATE picket.jobs SET run_at = now() + interval '1 hour' WHERE type = $1 AND payload->>'workflow' = $2 AND status = 'pending'", [APPLIER_TASK, id]);
+    await sendToWorkflow(db.pool, id, { type: "INC" });
+    expect((await appliers(id)).slice(2)).toEqual([{ status: "pending", due: false }, { status: "pending", due: true }]);
+    // ...and the next send joins the one due now.
+    await sendToWorkflow(db.pool, id, { type: "INC" });
+    expect(await appliers(id)).toHaveLength(4);
+    expect(await appliers(other.id)).toEqual([{ status: "pending", due: true }]);
+  });
+});
+
 describe("applying events", () => {
   it("applies each of 300 events sent concurrently from 10 connections exactly once, in one order, with three workers applying", async () => {
     const workers = await Promise.all([1, 2, 3].map(() => worker({ tasks: [], workflows: [counter], concurrency: 4 })));
@@ -233,8 +337,8 @@ describe("applying events", () => {
     expect((await db.pool.query("SELECT applier_job FROM picket.workflows WHERE id = $1", [id])).rows[0].applier_job).toBeNull();
 
     // A holder that dies: its claim swept, its hold is free to the next applier.
-    await sendToWorkflow(db.pool, id, { type: "INC" });
-    await sendToWorkflow(db.pool, id, { type: "INC" });
+    await sendWithOwnApplier(id, { type: "INC" });
+    await sendWithOwnApplier(id, { type: "INC" });
     const c = await claimOne("worker-c");
     expect(await holdForApply(db.pool, id, c)).toMatchObject({ outcome: "held" });
     const d = await claimOne("worker-d");
@@ -364,8 +468,8 @@ describe("applying events", () => {
 
   it("an event still waiting when the instance finished is dropped, saying why", async () => {
     const { id } = await startWorkflow(db.pool, counter, null);
-    await sendToWorkflow(db.pool, id, { type: "FINISH" });
-    await sendToWorkflow(db.pool, id, { type: "INC" });
+    await sendWithOwnApplier(id, { type: "FINISH" });
+    await sendWithOwnApplier(id, { type: "INC" });
     const { outcomes } = await worker({ tasks: [], workflows: [counter] });
     await settled(id);
     await until("the inbox empty, and every applier of it ended", async () =>

@@ -148,14 +148,28 @@ export const startWorkflow = async (
 
 // The event goes to the inbox of a live instance, with a job to apply it. Nothing for a finished
 // or missing one: the status says which.
+// The job may be one already waiting ($4, see sendToWorkflow): an applier job of the instance, due
+// and unclaimed, applies every event due when it runs, this one too if it runs after this send
+// commits. The send locks it (FOR SHARE) until then, and a claim passes over a locked row (SKIP
+// LOCKED), so it does. A row being claimed is locked too, and passed over here (SKIP LOCKED): the
+// send enqueues its own; one claimed since this statement began is no longer pending when locked
+// (PostgreSQL checks the newest version), so the send enqueues its own then too.
 const sendSql = perSchema(
   (schema) => `
   WITH target AS (SELECT w.id, w.status FROM ${schema}.workflows AS w WHERE w.id = $1::bigint), live AS (
     SELECT t.id FROM target AS t WHERE t.status IN ('starting', 'running')
   ), inbox AS (
     INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, by) SELECT l.id, 'send', $2::jsonb, $3::text FROM live AS l RETURNING id
+  ), waiting AS (
+    SELECT a.id FROM live AS l CROSS JOIN LATERAL (
+      SELECT j.id FROM ${schema}.jobs AS j
+      WHERE $4::boolean AND j.type = '${APPLIER_TASK}' AND j.status = 'pending' AND (j.payload -> 'workflow') = to_jsonb(l.id) AND j.run_at <= now()
+      LIMIT 1
+      FOR SHARE SKIP LOCKED
+    ) AS a
   ), applier AS (
     INSERT INTO ${schema}.jobs (type, payload) SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', l.id) FROM live AS l
+    WHERE NOT EXISTS (SELECT FROM waiting)
   )
   SELECT t.status, (SELECT i.id::text FROM inbox AS i) AS event FROM target AS t`,
 );
@@ -166,6 +180,11 @@ const sendSql = perSchema(
  * order they were sent (a timer at its due time). Throws WorkflowNotFoundError for an unknown id and WorkflowFinishedError for
  * an instance that has ended (nothing is sent). An event that commits as the instance ends (a
  * cancel, a final state) is recorded as dropped.
+ *
+ * Sent on a pool (a transaction of its own), the event joins an applier job of the instance that is
+ * due and not yet claimed, if there is one, holding it only while the statement runs. Sent on a
+ * caller's client, it always brings a job of its own: the hold would last the caller's transaction,
+ * and keep the events already waiting for that job from being applied until it ended.
  */
 export const sendToWorkflow = async (
   db: Queryable,
@@ -178,7 +197,7 @@ export const sendToWorkflow = async (
   const by = checkOperatorName(options.by);
   const { rows } = await runStatement<{ status: WorkflowStatus; event: JobId | null }>(
     db,
-    { text: sendSql(options.schema ?? DEFAULT_SCHEMA), values: [workflowId, json, by] },
+    { text: sendSql(options.schema ?? DEFAULT_SCHEMA), values: [workflowId, json, by, isPool(db)] },
     options,
   );
   const row = rows[0];
