@@ -1,9 +1,10 @@
 // Workflows: how fast events are applied, and what each costs. N instances of a counter machine
 // (each event a transition with an assign) are started, each sent K events up front, then one worker
-// applies them all (concurrency 50); events/s from worker start to the last instance done (the
-// database's clock), and the costs per event applied (bench/lib/costs.ts; the start and the
-// final event count as events). A second round gives each instance a task per event (a no-op picket
-// job whose result comes back as its done event): the cost of a durable step through a job.
+// applies them all (concurrency 50); events/s from worker start to the last instance done and the
+// last job run (the database's clock), and the costs per event applied (bench/lib/costs.ts; the
+// start and the final event count as events). Then the same events sent while the worker runs, the
+// sends counted. A third round gives each instance a task per event (a no-op picket job whose
+// result comes back as its done event): the cost of a durable step through a job.
 // Then DBOS Transact, in a process of its own, through the same shapes (bench/peers/workflows-dbos.ts):
 // messages to a waiting workflow, steps in the workflow's process, and steps as queued child workflows.
 // Usage: node bench/workflows.ts [--instances 1000] [--events 10] [--runs 3] [--no-peer]
@@ -52,17 +53,20 @@ const adminUrl = process.env.DATABASE_URL ?? embedded!.url;
 // PostgreSQL's CPU is measured from the embedded server's processes (bench/lib/costs.ts).
 if (embedded) process.env.BENCH_POSTMASTER_PID = readFileSync(path.join(embedded.dataDir, "postmaster.pid"), "utf8").split("\n")[0]!;
 
-const round = async (shape: "events" | "tasks") => {
+// "events": sent before the worker starts, so only their application is measured; "live": sent by
+// eight connections while the worker runs, each instance's in a burst, sends included in the costs
+// (their CPU in the worker's: this process).
+const round = async (shape: "events" | "live" | "tasks") => {
   const db = await createFreshDatabase(adminUrl, "bench_workflows");
   const pool = new pg.Pool({ connectionString: db.url, max: 8 });
   await migrate(pool);
   const ids: string[] = [];
   for (let i = 0; i < instances; i++) {
-    const { id } = shape === "events" ? await startWorkflow(pool, counter, null) : await startWorkflow(pool, stepped, { of: events });
+    const { id } = shape === "tasks" ? await startWorkflow(pool, stepped, { of: events }) : await startWorkflow(pool, counter, null);
     ids.push(id);
   }
-  if (shape === "events") {
-    await Promise.all(
+  const send = () =>
+    Promise.all(
       Array.from({ length: 8 }, async (_, w) => {
         for (let i = w; i < ids.length; i += 8) {
           for (let k = 0; k < events; k++) await sendToWorkflow(pool, ids[i]!, { type: "INC" });
@@ -70,22 +74,27 @@ const round = async (shape: "events" | "tasks") => {
         }
       }),
     );
-  }
-  await pool.end();
+  if (shape === "events") await send();
   const supervisor = createSupervisor({ connectionString: db.url, tasks: [step], workflows: [counter, stepped], logger: createLogger({ level: "warn" }), retention: false, concurrency: 50, pollIntervalMs: 100 });
   const meter = await openMeter(db.url);
   await meter.start();
   const { rows: [start] } = await meter.query("SELECT clock_timestamp() AS t");
   await supervisor.start();
+  if (shape === "live") await send();
+  await pool.end();
   for (;;) {
-    const { rows: [left] } = await meter.query("SELECT count(*)::int AS n FROM picket.workflows WHERE status <> 'done'");
-    if (left.n === 0) break;
+    // Done when every instance is, and every job has run: an applier job left over (one whose events
+    // an earlier run applied) is work the events caused, measured with them.
+    const { rows: [left] } = await meter.query(
+      "SELECT (SELECT count(*) FROM picket.workflows WHERE status <> 'done') + (SELECT count(*) FROM picket.jobs WHERE status IN ('pending', 'processing')) AS n",
+    );
+    if (Number(left.n) === 0) break;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   const { rows: [end] } = await meter.query("SELECT clock_timestamp() AS t");
   await supervisor.stop();
   // Events applied: start, K events (or K task results), and FINISH for the counter.
-  const applied = instances * (shape === "events" ? events + 2 : events + 1);
+  const applied = instances * (shape === "tasks" ? events + 1 : events + 2);
   const costs = await meter.stop(applied);
   await meter.end();
   await db.drop();
@@ -109,6 +118,7 @@ const dbos = async (shape: "events" | "steps" | "queued") => {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const rounds: [string, () => Promise<Result>][] = [
   ["picket, events sent", () => round("events")],
+  ["picket, events sent while the worker runs", () => round("live")],
   ["picket, a task per step", () => round("tasks")],
 ];
 if (!values["no-peer"]) {
