@@ -33,6 +33,30 @@ describe("migrations", () => {
     expect(after).toEqual([{ status: "completed", lock_until: null }]);
   });
 
+  it("marks the pending jobs of timers set before 0019, which a send must never join; other applier jobs stay as they were", async () => {
+    const files = await readMigrations();
+    const at = files.findIndex((f) => f.name === "0019_applier_pending.sql");
+    await migrate(db.pool, { schema: "timers", migrations: files.slice(0, at) });
+    const { rows: [wf] } = await db.pool.query("INSERT INTO timers.workflows (name) VALUES ('w') RETURNING id");
+    const { rows: [wake, ran, plain] } = await db.pool.query(
+      `INSERT INTO timers.jobs (type, payload, run_at, status) VALUES
+         ('picket.workflow', jsonb_build_object('workflow', $1::bigint), now() + interval '1 hour', 'pending'),
+         ('picket.workflow', jsonb_build_object('workflow', $1::bigint), now(), 'completed'),
+         ('picket.workflow', jsonb_build_object('workflow', $1::bigint), now(), 'pending')
+       RETURNING id`,
+      [wf.id],
+    );
+    await db.pool.query("INSERT INTO timers.workflow_events (workflow_id, kind, event, due_at, send_id, wake_job) VALUES ($1, 'timer', '{}', now() + interval '1 hour', 'a', $2), ($1, 'timer', '{}', now(), 'b', $3)", [wf.id, wake.id, ran.id]);
+    await db.pool.query("UPDATE timers.workflow_events SET applied_at = now() WHERE send_id = 'b'");
+    await migrate(db.pool, { schema: "timers" });
+    const { rows } = await db.pool.query("SELECT id, payload FROM timers.jobs ORDER BY id");
+    expect(rows).toEqual([
+      { id: wake.id, payload: { workflow: Number(wf.id), timer: true } },
+      { id: ran.id, payload: { workflow: Number(wf.id) } },
+      { id: plain.id, payload: { workflow: Number(wf.id) } },
+    ]);
+  });
+
   it("lets concurrent migrators queue behind one lock without conflict", async () => {
     const clients = await Promise.all(Array.from({ length: 6 }, () => db.connect()));
     const results = await Promise.all(clients.map((c) => migrate(c, { schema: "concurrent" })));

@@ -257,22 +257,90 @@ describe("a send joins the instance's applier job waiting to be claimed", () => 
     await db.pool.query("UPDATE picket.jobs SET status = 'processing', claim_token = gen_random_uuid(), lock_until = now() + interval '1 minute' WHERE type = $1 AND payload->>'workflow' = $2", [APPLIER_TASK, id]);
     await sendToWorkflow(db.pool, id, { type: "INC" });
     expect(await appliers(id)).toEqual([{ status: "processing", due: true }, { status: "processing", due: true }, { status: "pending", due: true }]);
-    // Due later (a retry waiting out its backoff): the event would wait with it.
-    await db.pool.query("UPDATE picket.jobs SET run_at = now() + interval '1 hour' WHERE type = $1 AND payload->>'workflow' = $2 AND status = 'pending'", [APPLIER_TASK, id]);
+    // Due later (seconds from now): the event would wait with it.
+    await db.pool.query("UPDATE picket.jobs SET run_at = now() + interval '10 seconds' WHERE type = $1 AND payload->>'workflow' = $2 AND status = 'pending'", [APPLIER_TASK, id]);
     await sendToWorkflow(db.pool, id, { type: "INC" });
     expect((await appliers(id)).slice(2)).toEqual([{ status: "pending", due: false }, { status: "pending", due: true }]);
-    // ...and the next send joins the one due now.
+    // Due now, but tried before (it may fail again and back off, or die), or a timer's (its timer's
+    // cancel deletes it), or a user's own job naming the instance: none of them either.
+    const naming = async () => (await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE payload->>'workflow' = $1", [id])).rows[0].n as number;
+    for (const change of ["attempts = 1", `payload = payload || '{"timer": true}'`, "type = 'user-task'"]) {
+      // The job the last send brought: the one waiting that a send would join.
+      await db.pool.query(`UPDATE picket.jobs SET ${change} WHERE id = (SELECT max(id) FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2)`, [APPLIER_TASK, id]);
+      const before = await naming();
+      await sendToWorkflow(db.pool, id, { type: "INC" });
+      expect(await naming(), change).toBe(before + 1);
+    }
+    // ...and the next send joins the one it brought.
+    const before = await naming();
     await sendToWorkflow(db.pool, id, { type: "INC" });
-    expect(await appliers(id)).toHaveLength(4);
+    expect(await naming()).toBe(before);
     expect(await appliers(other.id)).toEqual([{ status: "pending", due: true }]);
+  });
+
+  it("a send that joins wakes the workers itself (it inserts no job for the enqueue trigger to announce)", async () => {
+    const { id } = await startWorkflow(db.pool, counter, null);
+    const listener = await db.connect();
+    try {
+      const heard: string[] = [];
+      listener.on("notification", (message) => heard.push(message.payload ?? ""));
+      await listener.query('LISTEN "picket:picket"');
+      await sendToWorkflow(db.pool, id, { type: "INC" });
+      expect(await appliers(id)).toHaveLength(1);
+      await until("the wake-up", async () => heard.includes(APPLIER_TASK), 10_000);
+    } finally {
+      await listener.query("UNLISTEN *");
+    }
+  });
+
+  it("a send racing a cancel of its instance: its event is dropped, not left in the inbox with no job (a timer's job, which the cancel deletes, is not joined)", async () => {
+    const timed = defineWorkflow({
+      name: "timed-join",
+      machine: setup({}).createMachine({ initial: "waiting", states: { waiting: { after: { 50: "late" }, on: { X: "got" } }, late: { on: { X: "got" } }, got: { type: "final" } } }),
+    });
+    const registry = new WorkflowRegistry([timed]);
+    const deps = { db: db.pool, statements: { schema: "picket" }, logger: quietLogger };
+    const signal = new AbortController().signal;
+    const { id } = await startWorkflow(db.pool, timed, null);
+    await otherAppliersGone(id);
+    const [start] = await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })]);
+    expect(await applyDueEvents(deps, registry, id, { id: start!.id, token: start!.claimToken }, signal)).toBe(1);
+    // The timer's job is due and no worker has claimed it: the one applier job waiting.
+    await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE type = $1 AND payload->>'workflow' = $2 AND status = 'pending'", [APPLIER_TASK, id]);
+    expect(await appliers(id)).toEqual([{ status: "processing", due: true }, { status: "pending", due: true }]);
+    const client = await db.pool.connect();
+    let cancel: Promise<unknown> | undefined;
+    try {
+      await client.query("BEGIN");
+      await sendToWorkflow(poolOf(client), id, { type: "X" });
+      // The cancel begins before the send commits: it cannot see the event, and it deletes the
+      // timer's job (waiting for the send's lock on it, had the send joined it).
+      let done = false;
+      cancel = cancelWorkflow(db.pool, id).finally(() => (done = true));
+      await until("the cancel done, or waiting for a lock", async () =>
+        done || (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0].n > 0,
+      );
+      await client.query("COMMIT");
+    } finally {
+      client.release();
+    }
+    await cancel;
+    // Every applier job left runs: the event is dropped, as one sent as an instance ends is.
+    for (let job = (await claimJobs(db.pool, "worker-b", [want(APPLIER_TASK, { limit: 1 })]))[0]; job !== undefined; job = (await claimJobs(db.pool, "worker-b", [want(APPLIER_TASK, { limit: 1 })]))[0]) {
+      await applyDueEvents(deps, registry, id, { id: job.id, token: job.claimToken }, signal);
+    }
+    const { history, inbox } = await workflowHistory(db.pool, id);
+    expect(inbox).toEqual([]);
+    expect(history.filter((e) => e.kind === "send").map((e) => [e.outcome, e.note])).toEqual([["dropped", "workflow cancelled"]]);
   });
 });
 
 describe("applying events", () => {
-  it("applies each of 300 events sent concurrently from 10 connections exactly once, in one order, with three workers applying", async () => {
+  // On clients, each event brings its own applier job; on the pool, sends join a waiting one.
+  it.each(["10 connections", "10 senders on the pool"])("applies each of 300 events sent concurrently from %s exactly once, in one order, with three workers applying", async (senders) => {
     const workers = await Promise.all([1, 2, 3].map(() => worker({ tasks: [], workflows: [counter], concurrency: 4 })));
     const { id } = await startWorkflow(db.pool, counter, null);
-    const clients = await Promise.all(Array.from({ length: 10 }, () => db.connect()));
+    const clients = senders === "10 connections" ? await Promise.all(Array.from({ length: 10 }, () => db.connect())) : Array.from({ length: 10 }, () => db.pool);
     await Promise.all(
       clients.map(async (client, from) => {
         for (let i = 0; i < 30; i++) await sendToWorkflow(client, id, { type: "INC", from, i });

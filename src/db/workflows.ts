@@ -153,7 +153,13 @@ export const startWorkflow = async (
 // commits. The send locks it (FOR SHARE) until then, and a claim passes over a locked row (SKIP
 // LOCKED), so it does. A row being claimed is locked too, and passed over here (SKIP LOCKED): the
 // send enqueues its own; one claimed since this statement began is no longer pending when locked
-// (PostgreSQL checks the newest version), so the send enqueues its own then too.
+// (PostgreSQL checks the newest version), so the send enqueues its own then too. Never joined: a
+// timer's job, which goes when its timer is cancelled (by an apply, or a cancel of the instance
+// that cannot see this event yet, which would leave it with no job at all); and a job that ran
+// before, which may fail again and wait out a backoff, or die, with the event behind it. A send
+// that joins inserts no job, so the enqueue trigger wakes no worker: it says so itself (a worker
+// woken by the job's insert may have passed over it while this send held it). (`joined` is selected
+// so that the notify runs: PostgreSQL runs a CTE only as far as something reads it.)
 const sendSql = perSchema(
   (schema) => `
   WITH target AS (SELECT w.id, w.status FROM ${schema}.workflows AS w WHERE w.id = $1::bigint), live AS (
@@ -164,14 +170,17 @@ const sendSql = perSchema(
     SELECT a.id FROM live AS l CROSS JOIN LATERAL (
       SELECT j.id FROM ${schema}.jobs AS j
       WHERE $4::boolean AND j.type = '${APPLIER_TASK}' AND j.status = 'pending' AND (j.payload -> 'workflow') = to_jsonb(l.id) AND j.run_at <= now()
+        AND j.attempts = 0 AND NOT j.payload ? 'timer'
       LIMIT 1
       FOR SHARE SKIP LOCKED
     ) AS a
   ), applier AS (
     INSERT INTO ${schema}.jobs (type, payload) SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', l.id) FROM live AS l
     WHERE NOT EXISTS (SELECT FROM waiting)
+  ), told AS (
+    SELECT pg_notify('${notifyChannel(schema)}', '${APPLIER_TASK}') FROM waiting
   )
-  SELECT t.status, (SELECT i.id::text FROM inbox AS i) AS event FROM target AS t`,
+  SELECT t.status, (SELECT i.id::text FROM inbox AS i) AS event, EXISTS (SELECT FROM told) AS joined FROM target AS t`,
 );
 
 /**
@@ -393,7 +402,7 @@ const applySql = perSchema(
     SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || s.id || ':' || s.claim_token) FROM stopped AS s WHERE s.claim_token IS NOT NULL
   ), wakes AS (
     INSERT INTO ${schema}.jobs (id, type, payload, run_at) OVERRIDING SYSTEM VALUE
-    SELECT t.id, '${APPLIER_TASK}', jsonb_build_object('workflow', wf.id), now() + t.delay_ms * interval '1 millisecond'
+    SELECT t.id, '${APPLIER_TASK}', jsonb_build_object('workflow', wf.id, 'timer', true), now() + t.delay_ms * interval '1 millisecond'
     FROM wf, unnest((SELECT a[cardinality($15::text[]) + 1:] FROM ids), $24::float8[]) AS t(id, delay_ms)
   ), timers AS (
     INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, due_at, send_id, wake_job)
