@@ -401,6 +401,7 @@ const applySql = perSchema(
   ), told AS (
     SELECT pg_notify('${notifyChannel(schema)}', '${CANCEL_PREFIX}' || s.id || ':' || s.claim_token) FROM stopped AS s WHERE s.claim_token IS NOT NULL
   ), wakes AS (
+    -- Marked as a timer's: a send never joins it (sendSql).
     INSERT INTO ${schema}.jobs (id, type, payload, run_at) OVERRIDING SYSTEM VALUE
     SELECT t.id, '${APPLIER_TASK}', jsonb_build_object('workflow', wf.id, 'timer', true), now() + t.delay_ms * interval '1 millisecond'
     FROM wf, unnest((SELECT a[cardinality($15::text[]) + 1:] FROM ids), $24::float8[]) AS t(id, delay_ms)
