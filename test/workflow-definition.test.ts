@@ -5,6 +5,7 @@ import { assign, cancel, createActor, fromCallback, log, raise, setup, spawnChil
 import { defineWorkflow, task, taskOf } from "../src/workflows/definition.ts";
 import { WorkflowRegistry, workflowRegistry } from "../src/workflows/applier.ts";
 import { eventStep, MAX_DELAY_MS, startStep } from "../src/workflows/step.ts";
+import { workflowPaths } from "../src/testing/workflow-paths.ts";
 
 const simple = setup({}).createMachine({ initial: "a", states: { a: {} } });
 const message = (run: () => unknown): string => {
@@ -18,7 +19,7 @@ const message = (run: () => unknown): string => {
 
 describe("defineWorkflow refuses bad options, saying what is wrong", () => {
   it("options, machine, version, migrations", () => {
-    expect(message(() => defineWorkflow(null as never))).toBe("picket: defineWorkflow takes { name, machine, version?, migrations? }.");
+    expect(message(() => defineWorkflow(null as never))).toBe("picket: defineWorkflow takes { name, machine, version?, migrations?, timers? }.");
     expect(message(() => defineWorkflow({ name: "w", machine: { root: {} } as never }))).toMatch(/machine must be an XState machine/);
     expect(message(() => defineWorkflow({ name: "w", machine: simple, version: "" }))).toMatch(/version must be 1–512 characters/);
     expect(message(() => defineWorkflow({ name: "w", machine: simple, version: "v".repeat(513) }))).toMatch(/version must be 1–512 characters/);
@@ -26,6 +27,21 @@ describe("defineWorkflow refuses bad options, saying what is wrong", () => {
     expect(message(() => defineWorkflow({ name: "w", machine: simple, migrations: { "1": "nope" } as never }))).toMatch(/migrations must map each older version to a function/);
     expect(message(() => defineWorkflow({ name: "w", machine: simple, version: 2, migrations: { "2": (old) => old } }))).toMatch(/a migration from version 2 to itself/);
     expect(defineWorkflow({ name: "w", machine: simple, version: 3 }).version).toBe("3");
+  });
+
+  it("timers: the missed policy and its grace, with their defaults", () => {
+    expect(defineWorkflow({ name: "w", machine: simple }).timers).toEqual({ missed: "fire", graceMs: 60_000 });
+    expect(defineWorkflow({ name: "w", machine: simple, timers: { missed: "skip" } }).timers).toEqual({ missed: "skip", graceMs: 60_000 });
+    expect(defineWorkflow({ name: "w", machine: simple, timers: { missed: "skip", graceMs: 0 } }).timers).toEqual({ missed: "skip", graceMs: 0 });
+    expect(message(() => defineWorkflow({ name: "w", machine: simple, timers: "skip" as never }))).toBe('picket: workflow "w": timers must be { missed: "fire" | "skip", graceMs? }.');
+    expect(message(() => defineWorkflow({ name: "w", machine: simple, timers: { missed: "latest" as never } }))).toBe(
+      'picket: workflow "w": timers.missed must be "fire" (a late timer fires, late) or "skip" (it is recorded as missed); got "latest".',
+    );
+    for (const graceMs of [-1, Number.NaN, Number.POSITIVE_INFINITY, "60000"]) {
+      expect(message(() => defineWorkflow({ name: "w", machine: simple, timers: { missed: "skip", graceMs: graceMs as never } })), String(graceMs)).toMatch(
+        /^picket: workflow "w": timers\.graceMs must be a number of milliseconds, 0 or more \(how late a timer may be applied and still fire\); got /,
+      );
+    }
   });
 
   it("named built-in actions and action objects are accepted; named custom ones, in always transitions too, are not", () => {
@@ -171,5 +187,31 @@ describe("the step: what a transition asks the database for", () => {
     const machine = setup({ actors: { listen: fromCallback(() => undefined) } }).createMachine({ initial: "a", states: { a: { entry: spawnChild("listen") } } });
     const definition = defineWorkflow({ name: "spawns", machine });
     expect(message(() => startStep(definition, undefined))).toBe('spawns "listen", which is not a task(): only tasks can be made durable.');
+  });
+});
+
+describe("workflowPaths and missed timers", () => {
+  // A reminder that waits for a reply: the timer is its only way out but for REPLY.
+  const machine = setup({}).createMachine({ initial: "waiting", states: { waiting: { after: { 1000: "expired" }, on: { REPLY: "replied" } }, expired: { type: "final" }, replied: { type: "final" } } });
+
+  it("under \"skip\", a missed timer is a path of its own: a state whose only way out is the timer is reported as never ending", () => {
+    const report = workflowPaths(defineWorkflow({ name: "skips", machine, timers: { missed: "skip" } }));
+    expect(report.ok).toBe(false);
+    expect(report.neverEnd).toEqual([{ state: "waiting", path: ["start", "timer 1000.(machine).waiting missed"] }]);
+    expect(report.finals.map((f) => f.path)).toEqual([["start", "timer 1000.(machine).waiting fired"]]);
+    // With the reply possible, every path ends, the missed timer's too.
+    const replied = workflowPaths(defineWorkflow({ name: "skips", machine, timers: { missed: "skip" } }), { events: [{ type: "REPLY" }] });
+    expect(replied.ok).toBe(true);
+    // start, the timer missed (waiting with no timer), and the two ends.
+    expect([replied.configurations, replied.transitions]).toEqual([4, 4]);
+  });
+
+  it("under \"fire\" (the default) a timer only fires; a delayed raise missed is named by its event", () => {
+    const fires = workflowPaths(defineWorkflow({ name: "fires", machine }), { events: [{ type: "REPLY" }] });
+    expect(fires.ok).toBe(true);
+    expect([fires.configurations, fires.transitions]).toEqual([3, 2]);
+    const pings = setup({}).createMachine({ initial: "a", states: { a: { entry: raise({ type: "PING" }, { delay: 50 }), on: { PING: "b" } }, b: { type: "final" } } });
+    const report = workflowPaths(defineWorkflow({ name: "pings", machine: pings, timers: { missed: "skip" } }));
+    expect(report.neverEnd).toEqual([{ state: "a", path: ["start", "delayed PING missed"] }]);
   });
 });

@@ -951,6 +951,58 @@ describe("order and timers", () => {
     expect((await getWorkflow(db.pool, id))!.state).toBe("replied");
   });
 
+  it("timers: { missed: \"skip\" }: a timer applied past its grace is recorded as missed and leaves the instance as it was; one within it fires", async () => {
+    const machine = setup({}).createMachine({
+      initial: "waiting",
+      states: { waiting: { after: { 3_600_000: "expired" }, on: { REPLY: "replied" } }, expired: { type: "final" }, replied: { type: "final" } },
+    });
+    const skipping = defineWorkflow({ name: "skipping", machine, timers: { missed: "skip" } });
+    const firing = defineWorkflow({ name: "firing", machine });
+    await worker({ tasks: [], workflows: [skipping, firing] });
+    /** Starts an instance and makes its timer due `lateMs` ago, as after a downtime: its job runs now. */
+    const lateBy = async (definition: typeof skipping, lateMs: number) => {
+      const { id } = await startWorkflow(db.pool, definition, null);
+      await inState(id, "waiting");
+      const { rows } = await db.pool.query<{ wake_job: string }>(
+        "UPDATE picket.workflow_events SET due_at = now() - $2 * interval '1 millisecond' WHERE workflow_id = $1 AND kind = 'timer' RETURNING wake_job::text",
+        [id, lateMs],
+      );
+      await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [rows[0]!.wake_job]);
+      await until(`the timer of ${id} applied`, async () => (await workflowHistory(db.pool, id)).inbox.length === 0);
+      return id;
+    };
+
+    // Ten minutes late, past the default grace of a minute: skipped, recorded with why.
+    const missed = await lateBy(skipping, 600_000);
+    const [, timer] = (await workflowHistory(db.pool, missed)).history;
+    expect(timer).toMatchObject({ kind: "timer", outcome: "dropped", state: "waiting" });
+    expect(timer!.note).toMatch(/^missed: the timer xstate\.after\.3600000\.\(machine\)\.waiting was applied 6\d\d s after it was due, past the grace of 60 s \(timers: \{ missed: "skip" \}\)$/);
+    const wf = (await getWorkflow(db.pool, missed))!;
+    expect(wf).toMatchObject({ status: "running", state: "waiting" });
+    // The instance runs on in its state: an event still takes it out, one applied as late too (only timers are skipped).
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const { eventId } = await sendToWorkflow(client, missed, { type: "REPLY" });
+      await client.query("UPDATE picket.workflow_events SET due_at = now() - interval '10 minutes' WHERE id = $1", [eventId]);
+      await client.query("COMMIT");
+    } finally {
+      client.release();
+    }
+    await settled(missed);
+    expect((await getWorkflow(db.pool, missed))!.state).toBe("replied");
+
+    // Thirty seconds late, within the grace: it fires.
+    const within = await lateBy(skipping, 30_000);
+    await settled(within);
+    expect((await workflowHistory(db.pool, within)).history.map((e) => [e.kind, e.outcome, e.state])).toEqual([["start", "applied", "waiting"], ["timer", "applied", "expired"]]);
+
+    // The default, "fire": ten minutes late, it fires, late.
+    const fired = await lateBy(firing, 600_000);
+    await settled(fired);
+    expect((await getWorkflow(db.pool, fired))!.state).toBe("expired");
+  });
+
   it("two delayed raises without an id in one transition are two timers", async () => {
     const pings = defineWorkflow({
       name: "pings",

@@ -229,18 +229,20 @@ export interface ApplyInput {
   kind: "start" | "send" | "task" | "timer" | "cancel" | null;
   event: Record<string, unknown> | null;
   jobId: JobId | null;
+  /** How long after it was due the event was read, in milliseconds (a timer's lateness: TimerPolicy). */
+  lateMs: number | null;
 }
 
 // The instance's next due event: the soonest due, then the first sent. A send is due when it was
 // sent (its transaction's start); a timer waits in the inbox until it is due, and after a downtime
 // goes before what was sent after its time.
 const nextDue = (schema: string, workflow: string, except = "") => `
-    SELECT e.id, e.kind, e.event, e.job_id FROM ${schema}.workflow_events AS e
+    SELECT e.id, e.kind, e.event, e.job_id, e.due_at FROM ${schema}.workflow_events AS e
     WHERE e.workflow_id = ${workflow} AND e.applied_at IS NULL AND e.due_at <= now()${except}
     ORDER BY e.due_at, e.id LIMIT 1`;
 const nextEvent = (schema: string, w: string) => `LEFT JOIN LATERAL (${nextDue(schema, `${w}.id`)}) AS e ON true`;
 const applyColumns = (w: string) => `${w}.id::text AS id, ${w}.name, ${w}.version, ${w}.fingerprint, ${w}.status, ${w}.snapshot, ${w}.tasks, ${w}.seq,
-         e.id::text AS "eventId", e.kind, e.event, e.job_id::text AS "jobId"`;
+         e.id::text AS "eventId", e.kind, e.event, e.job_id::text AS "jobId", (extract(epoch FROM now() - e.due_at) * 1000)::float8 AS "lateMs"`;
 
 const readSql = perSchema((schema) => `SELECT ${applyColumns("w")} FROM ${schema}.workflows AS w ${nextEvent(schema, "w")} WHERE w.id = $1::bigint`);
 

@@ -1,6 +1,6 @@
 // Every path of a workflow's machine, walked without a worker or a database: from the start, each
-// task in flight may succeed, fail or time out, each timer may fire, and each event the test names
-// may arrive; each is applied with the same pure step the worker applies (src/workflows/step.ts),
+// task in flight may succeed, fail or time out, each timer may fire (and, under timers: { missed:
+// "skip" }, be missed), and each event the test names may arrive; each is applied with the same pure step the worker applies (src/workflows/step.ts),
 // so tasks started and stopped and timers set and cancelled are tracked as a worker would. The walk
 // reports states no path reaches, configurations from which no path ends, invariants broken (with
 // the events that lead there), and transitions in which the machine itself failed.
@@ -63,6 +63,9 @@ const label = (event: Event): string => {
   if (event.type.startsWith("xstate.after.")) return `timer ${event.type.slice("xstate.after.".length)} fired`;
   return event.type;
 };
+
+const missedLabel = (event: Event): string =>
+  event.type.startsWith("xstate.after.") ? `timer ${event.type.slice("xstate.after.".length)} missed` : `delayed ${event.type} missed`;
 
 const allStateIds = (definition: WorkflowDefinition): string[] => {
   const ids: string[] = [];
@@ -128,15 +131,20 @@ export const workflowPaths = (definition: WorkflowDefinition, options: WorkflowP
     queue.push(node);
   };
 
-  const successors = (node: Node): Array<{ event: Event; fired: string | null }> => {
-    const next: Array<{ event: Event; fired: string | null }> = [];
+  // A timer missed (skipped as late) is consumed without reaching the machine: only the timer goes.
+  const skipsMissed = definition.timers.missed === "skip";
+  const successors = (node: Node): Array<{ event: Event; fired: string | null; missed?: true }> => {
+    const next: Array<{ event: Event; fired: string | null; missed?: true }> = [];
     for (const [invokeId, task] of node.tasks) {
       const output = options.outputs?.[task.name]?.(task.input) ?? {};
       next.push({ event: { type: `xstate.done.actor.${invokeId}`, output, actorId: invokeId }, fired: null });
       next.push({ event: { type: `xstate.error.actor.${invokeId}`, error: { message: "failed" }, actorId: invokeId }, fired: null });
       next.push({ event: { type: `xstate.error.actor.${invokeId}`, error: { message: "timed out" }, actorId: invokeId }, fired: null });
     }
-    for (const [sendId, event] of node.timers) next.push({ event, fired: sendId });
+    for (const [sendId, event] of node.timers) {
+      next.push({ event, fired: sendId });
+      if (skipsMissed) next.push({ event, fired: sendId, missed: true });
+    }
     const snapshot = restore(definition, node.step.snapshot);
     const outside = typeof options.events === "function" ? options.events(stateOf(node.step, snapshot)) : (options.events ?? []);
     for (const event of outside) next.push({ event, fired: null });
@@ -163,8 +171,15 @@ export const workflowPaths = (definition: WorkflowDefinition, options: WorkflowP
     }
     const out = new Set<string>();
     edges.set(node.key, out);
-    for (const { event, fired } of successors(node)) {
-      const path = [...node.path, label(event)];
+    for (const { event, fired, missed } of successors(node)) {
+      const path = [...node.path, missed ? missedLabel(event) : label(event)];
+      if (missed) {
+        const next = nodeOf({ ...node.step, startTasks: [], stopTasks: [], startTimers: [], cancelTimers: [], logs: [], unchanged: true }, node, path, fired);
+        report.transitions++;
+        out.add(next.key);
+        visit(next, queue);
+        continue;
+      }
       let step: Step;
       try {
         step = eventStep(definition, node.step.snapshot, event);

@@ -171,13 +171,15 @@ export const applyDueEvents = async (
 
 /** The write one event makes: the machine's step, or a drop. */
 type PlannedWrite = ApplyWrite & { logs: unknown[]; machine: AnyStateMachine; xstateEvent: unknown };
+/** What every write of an event names: the instance, its seq, the event, the claim, the machine. */
+type WriteBase = Omit<PlannedWrite, "snapshot" | "state" | "status" | "outcome" | "note" | "startTasks" | "stopTasks" | "startTimers" | "cancelTimers" | "logs">;
 
 /**
  * The write that fails the instance, with why: its snapshot as stored, its tasks in flight stopped
  * (and its timers: the apply deletes a finished instance's). What made the step fail (the machine
  * threw, a refused action, a value PostgreSQL cannot store) would fail it again on every retry.
  */
-const failure = (base: Omit<PlannedWrite, "snapshot" | "state" | "status" | "outcome" | "note" | "startTasks" | "stopTasks" | "startTimers" | "cancelTimers" | "logs">, row: ApplyInput, snapshot: unknown, notes: string[], message: string): PlannedWrite => ({
+const failure = (base: WriteBase, row: ApplyInput, snapshot: unknown, notes: string[], message: string): PlannedWrite => ({
   ...base,
   snapshot,
   state: (snapshot as { value?: unknown } | null)?.value ?? null,
@@ -211,6 +213,27 @@ const writeOrFail = async (deps: ApplierDeps, write: PlannedWrite, row: ApplyInp
   }
 };
 
+/** An event consumed without reaching the machine, with why: the instance runs on as it was. */
+const dropped = (base: WriteBase, persisted: unknown, notes: string[]): PlannedWrite => ({
+  ...base,
+  snapshot: persisted,
+  state: (persisted as { value?: unknown } | null)?.value ?? null,
+  status: "running",
+  outcome: "dropped",
+  note: notes.join("; "),
+  startTasks: [],
+  stopTasks: [],
+  startTimers: [],
+  cancelTimers: [],
+  logs: [],
+});
+
+/** Why a late timer was skipped, in the history's words. */
+const missedTimer = (row: ApplyInput, graceMs: number): string =>
+  `missed: the timer ${(row.event as { type?: string }).type} was applied ${seconds(row.lateMs!)} after it was due, past the grace of ${seconds(graceMs)} (timers: { missed: "skip" })`;
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
+
 /** The write one event makes: the machine's step, or a drop, or the instance's failure. */
 const plan = (registry: WorkflowRegistry, row: ApplyInput, claim: { id: JobId; token: string }): PlannedWrite => {
   const { definition, migrateFrom } = registry.resolve(row);
@@ -238,24 +261,12 @@ const plan = (registry: WorkflowRegistry, row: ApplyInput, claim: { id: JobId; t
       step = startStep(definition, (row.event as { input?: unknown }).input ?? undefined);
     } else if (row.kind === "task") {
       const task = taskEvent(row);
-      if ("dropped" in task) {
-        return {
-          ...base,
-          snapshot: persisted,
-          state: (persisted as { value?: unknown } | null)?.value ?? null,
-          status: "running",
-          outcome: "dropped",
-          note: [...notes, task.dropped].join("; "),
-          startTasks: [],
-          stopTasks: [],
-          startTimers: [],
-          cancelTimers: [],
-          logs: [],
-        };
-      }
+      if ("dropped" in task) return dropped(base, persisted, [...notes, task.dropped]);
       answered = task.invokeId;
       base.xstateEvent = task.event;
       step = eventStep(definition, persisted, task.event);
+    } else if (row.kind === "timer" && definition.timers.missed === "skip" && row.lateMs! > definition.timers.graceMs) {
+      return dropped(base, persisted, [...notes, missedTimer(row, definition.timers.graceMs)]);
     } else {
       step = eventStep(definition, persisted, row.event as { type: string });
     }

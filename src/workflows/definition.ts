@@ -64,7 +64,26 @@ export interface WorkflowOptions<M extends AnyStateMachine> {
    * their version (they are never reinterpreted by a different machine).
    */
   migrations?: Record<string, (old: MigratableState) => MigratableState>;
+  /** What a timer applied late does (see TimerPolicy); default { missed: "fire" }. */
+  timers?: Partial<TimerPolicy>;
 }
+
+/**
+ * What a timer applied more than `graceMs` after it was due does (no worker was up, the database
+ * was away, or its applier job waited in a busy queue: lateness is measured when it is applied).
+ * "fire": it fires, once, late. "skip": it is consumed without reaching the machine and recorded in
+ * the history as missed, as a schedule's missed tick is skipped; the instance stays in its state until
+ * another event takes it out (a state whose only way out is the timer then waits for ever:
+ * workflowPaths walks the skipped timers too and reports such states).
+ */
+export interface TimerPolicy {
+  missed: "fire" | "skip";
+  /** How late a timer may be applied and still fire under "skip", in milliseconds; default 60,000. */
+  graceMs: number;
+}
+
+/** The default grace: a minute, well past a worker's poll and a busy queue's usual wait. */
+export const TIMER_GRACE_MS = 60_000;
 
 export interface WorkflowDefinition<M extends AnyStateMachine = AnyStateMachine> {
   readonly name: string;
@@ -75,6 +94,8 @@ export interface WorkflowDefinition<M extends AnyStateMachine = AnyStateMachine>
   readonly migrations: Readonly<Record<string, (old: MigratableState) => MigratableState>>;
   /** The tasks the machine's invocations run, by actor name in setup(). */
   readonly tasks: ReadonlyMap<string, TaskRef>;
+  /** What a late timer does: read by the worker that applies it (not in the fingerprint: changing it needs no new version). */
+  readonly timers: Readonly<TimerPolicy>;
 }
 
 // XState's own actions that are pure or that picket makes durable. Everything else is a side effect
@@ -139,7 +160,7 @@ const actionType = (action: unknown, implementations: Record<string, unknown>): 
  * would run them again. Use a task for effects and log() for logging.
  */
 export const defineWorkflow = <M extends AnyStateMachine>(options: WorkflowOptions<M>): WorkflowDefinition<M> => {
-  if (typeof options !== "object" || options === null) throw new InvalidConfigError("picket: defineWorkflow takes { name, machine, version?, migrations? }.");
+  if (typeof options !== "object" || options === null) throw new InvalidConfigError("picket: defineWorkflow takes { name, machine, version?, migrations?, timers? }.");
   const name = checkTaskName(options.name, "workflow");
   const machine = options.machine;
   if (typeof machine !== "object" || machine === null || !("root" in machine) || typeof machine.getPersistedSnapshot !== "function") {
@@ -152,6 +173,7 @@ export const defineWorkflow = <M extends AnyStateMachine>(options: WorkflowOptio
     refuse(name, "migrations must map each older version to a function of { value, context }.");
   }
   if (Object.hasOwn(migrations, version)) refuse(name, `a migration from version ${version} to itself makes no sense: remove it.`);
+  const timers = timerPolicy(name, options.timers);
   const implementations = {
     actors: (machine.implementations?.actors ?? {}) as Record<string, unknown>,
     actions: (machine.implementations?.actions ?? {}) as Record<string, unknown>,
@@ -193,5 +215,16 @@ export const defineWorkflow = <M extends AnyStateMachine>(options: WorkflowOptio
     if (ref !== undefined) tasks.set(src, ref);
   }
   const fingerprint = createHash("sha256").update(JSON.stringify(machine.root.definition)).digest("hex").slice(0, 16);
-  return Object.freeze({ name, version, machine, fingerprint, migrations: Object.freeze({ ...migrations }), tasks });
+  return Object.freeze({ name, version, machine, fingerprint, migrations: Object.freeze({ ...migrations }), tasks, timers });
+};
+
+const timerPolicy = (name: string, given: Partial<TimerPolicy> | undefined): Readonly<TimerPolicy> => {
+  if (given !== undefined && (typeof given !== "object" || given === null)) refuse(name, `timers must be { missed: "fire" | "skip", graceMs? }.`);
+  const missed = given?.missed ?? "fire";
+  if (missed !== "fire" && missed !== "skip") refuse(name, `timers.missed must be "fire" (a late timer fires, late) or "skip" (it is recorded as missed); got ${JSON.stringify(missed)}.`);
+  const graceMs = given?.graceMs ?? TIMER_GRACE_MS;
+  if (typeof graceMs !== "number" || !Number.isFinite(graceMs) || graceMs < 0) {
+    refuse(name, `timers.graceMs must be a number of milliseconds, 0 or more (how late a timer may be applied and still fire); got ${String(graceMs)}.`);
+  }
+  return Object.freeze({ missed, graceMs });
 };
