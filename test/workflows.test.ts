@@ -808,6 +808,30 @@ describe("versions", () => {
     expect((await getWorkflow(db.pool, id))!.version).toBe("1");
   });
 
+  it("an applier never gives up: refused a thousand times, it is retried still, and the instance moves on once its version is deployed", async () => {
+    const old = await worker({ tasks: [], workflows: [v1] });
+    const { id } = await startWorkflow(db.pool, "review", null);
+    await inState(id, "draft");
+    await old.supervisor.stop();
+    await otherAppliersGone(id);
+    const next = await worker({ tasks: [], workflows: [v2] });
+    await sendToWorkflow(db.pool, id, { type: "NEXT" });
+    await until("the refusal", async () => next.outcomes.some((o) => o.error !== null));
+    // As if it had been refused for a week (at most every ten minutes), then once more.
+    const applier = async () =>
+      (await db.pool.query<{ id: string; status: string; attempts: number }>("SELECT id::text, status, attempts FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2 AND status <> 'completed'", [APPLIER_TASK, id])).rows;
+    const [job] = await applier();
+    await db.pool.query("UPDATE picket.jobs SET attempts = 1000, run_at = now() WHERE id = $1 AND status = 'pending'", [job!.id]);
+    await until("the 1,001st refusal", async () => (await applier())[0]!.attempts === 1001);
+    expect(await applier()).toEqual([{ id: job!.id, status: "pending", attempts: 1001 }]);
+    await next.supervisor.stop();
+
+    // Version 1 deployed again: the same job, due now, applies the event.
+    await db.pool.query("UPDATE picket.jobs SET run_at = now() WHERE id = $1", [job!.id]);
+    await worker({ tasks: [], workflows: [v1, v2] });
+    await inState(id, "review");
+  });
+
   it("a machine changed under the same version is refused; a migration maps an instance to the new version, recorded in its history", async () => {
     const first = await worker({ tasks: [], workflows: [v1] });
     const { id } = await startWorkflow(db.pool, "review", null);

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { InvalidConfigError } from "./errors.ts";
-import { DEFAULT_MAX_ATTEMPTS } from "./job-spec.ts";
+import { DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS } from "./job-spec.ts";
 import { type ClaimedJob, claimedColumns, claimedOutput, claimedRow } from "./job-row.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
 import { DEFAULT_SCHEMA, perSchema } from "./schema-name.ts";
@@ -105,8 +105,8 @@ export const checkWant = (want: ClaimWant): void => {
   positive("backoffMaxMs", 0);
   if (want.maxAttempts !== undefined) {
     const value = want.maxAttempts;
-    if (!Number.isInteger(value) || value < 1 || value > 1_000_000) {
-      throw new InvalidConfigError(`picket: claim for "${want.type}": maxAttempts must be an integer from 1 to 1000000 (got ${String(value)}).`);
+    if (!Number.isInteger(value) || value < 1 || value > MAX_ATTEMPTS) {
+      throw new InvalidConfigError(`picket: claim for "${want.type}": maxAttempts must be an integer from 1 to ${MAX_ATTEMPTS} (got ${String(value)}).`);
     }
   }
 };

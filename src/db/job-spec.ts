@@ -76,6 +76,8 @@ export const MAX_TYPE_LENGTH = 128;
 export const MAX_KEY_LENGTH = 512;
 /** A task's attempts when it does not say; a job that does not say gets its task's. */
 export const DEFAULT_MAX_ATTEMPTS = 5;
+/** The most attempts a job may have (the table's check). */
+export const MAX_ATTEMPTS = 1_000_000;
 export const MAX_QUEUE_LENGTH = 128;
 const TYPE_NAME = /^[A-Za-z0-9_.:/-]+$/;
 
@@ -209,7 +211,7 @@ export const checkJobSpec = (spec: JobSpec): CheckedJobSpec => {
     throw new InvalidJobError(`picket: job "${type}": delayMs must be a finite number of milliseconds ≥ 0 (got ${describe(spec.delayMs)}).`);
   }
   const priority = checkInteger(type, "priority", spec.priority ?? 0, -1000, 1000);
-  const maxAttempts = spec.maxAttempts === undefined ? null : checkInteger(type, "maxAttempts", spec.maxAttempts, 1, 1_000_000);
+  const maxAttempts = spec.maxAttempts === undefined ? null : checkInteger(type, "maxAttempts", spec.maxAttempts, 1, MAX_ATTEMPTS);
   let queue: string | null = null;
   if (spec.queue !== undefined && spec.queue !== null) {
     if (typeof spec.queue !== "string" || spec.queue.length === 0 || spec.queue.length > MAX_QUEUE_LENGTH) {

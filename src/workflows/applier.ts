@@ -9,7 +9,7 @@ import { InvalidConfigError, InvalidJobError, PicketError } from "../db/errors.t
 import type { Queryable, StatementOptions } from "../db/queryable.ts";
 import { continueApplying, dropEvent, eventsDue, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyResult, type ApplyWrite } from "../db/workflows.ts";
 import { isDataException } from "../db/errors.ts";
-import { APPLIER_TASK } from "../db/job-spec.ts";
+import { APPLIER_TASK, MAX_ATTEMPTS } from "../db/job-spec.ts";
 import type { JobId } from "../db/job-row.ts";
 import { defineTask, type Task } from "../runtime/task.ts";
 import { claimOfRun } from "../runtime/handler-context.ts";
@@ -300,9 +300,11 @@ export const applierTask = (registry: WorkflowRegistry, deps: () => ApplierDeps)
   defineTask<{ workflow: JobId }, { applied: number }>({
     name: APPLIER_TASK,
     // Each run applies what is due; a failure (a worker without the instance's version, the
-    // database away) is tried again, every 10 minutes at most, for about a week: an applier that
-    // gave up would leave its instance's events to the next one sent.
-    maxAttempts: 1_000,
+    // database away) is tried again, every 10 minutes at most, for as long as it takes (the most
+    // attempts a job may have: 19 years of them): an applier that gave up would leave its
+    // instance's events waiting for good, and the cause (a version not deployed) is one an operator
+    // fixes, after which the instance moves on by itself. Its error history is bounded, as every job's.
+    maxAttempts: MAX_ATTEMPTS,
     backoff: { baseMs: 1_000, maxMs: 600_000 },
     handler: async (payload, ctx) => ({ applied: await applyDueEvents(deps(), registry, String(payload.workflow), claimOfRun(ctx), ctx.signal) }),
   }) as Task;
