@@ -7,7 +7,9 @@
 // result comes back as its done event): the cost of a durable step through a job.
 // Then DBOS Transact, in a process of its own, through the same shapes (bench/peers/workflows-dbos.ts):
 // messages to a waiting workflow, steps in the workflow's process, and steps as queued child workflows.
-// Usage: node bench/workflows.ts [--instances 1000] [--events 10] [--runs 3] [--no-peer]
+// Tables are fresh and never analyzed (autovacuum off for picket's), as bench/run.ts's are;
+// --analyze analyzes them after the instances are started and the events sent up front.
+// Usage: node bench/workflows.ts [--instances 1000] [--events 10] [--runs 3] [--no-peer] [--analyze]
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
@@ -18,9 +20,9 @@ import { assign, setup } from "xstate";
 import { createLogger, createSupervisor, defineTask, defineWorkflow, migrate, startEmbeddedPostgres, startWorkflow, task } from "../src/index.ts";
 import { sendToWorkflow } from "../src/db/workflows.ts";
 import { openMeter } from "./lib/costs.ts";
-import { createFreshDatabase } from "./lib/db.ts";
+import { analyzeSchema, createFreshDatabase, disableAutovacuum } from "./lib/db.ts";
 
-const { values } = parseArgs({ options: { instances: { type: "string", default: "1000" }, events: { type: "string", default: "10" }, runs: { type: "string", default: "3" }, "no-peer": { type: "boolean", default: false } } });
+const { values } = parseArgs({ options: { instances: { type: "string", default: "1000" }, events: { type: "string", default: "10" }, runs: { type: "string", default: "3" }, "no-peer": { type: "boolean", default: false }, analyze: { type: "boolean", default: false } } });
 const instances = Number(values.instances);
 const events = Number(values.events);
 
@@ -60,6 +62,7 @@ const round = async (shape: "events" | "live" | "tasks") => {
   const db = await createFreshDatabase(adminUrl, "bench_workflows");
   const pool = new pg.Pool({ connectionString: db.url, max: 8 });
   await migrate(pool);
+  if (!values.analyze) await disableAutovacuum(pool, "picket");
   const ids: string[] = [];
   for (let i = 0; i < instances; i++) {
     const { id } = shape === "tasks" ? await startWorkflow(pool, stepped, { of: events }) : await startWorkflow(pool, counter, null);
@@ -75,6 +78,7 @@ const round = async (shape: "events" | "live" | "tasks") => {
       }),
     );
   if (shape === "events") await send();
+  if (values.analyze) await analyzeSchema(pool, "picket");
   const supervisor = createSupervisor({ connectionString: db.url, tasks: [step], workflows: [counter, stepped], logger: createLogger({ level: "warn" }), retention: false, concurrency: 50, pollIntervalMs: 100 });
   const meter = await openMeter(db.url);
   await meter.start();
