@@ -33,7 +33,13 @@ describe("defineWorkflow refuses bad options, saying what is wrong", () => {
     expect(defineWorkflow({ name: "w", machine: simple }).timers).toEqual({ missed: "fire", graceMs: 60_000 });
     expect(defineWorkflow({ name: "w", machine: simple, timers: { missed: "skip" } }).timers).toEqual({ missed: "skip", graceMs: 60_000 });
     expect(defineWorkflow({ name: "w", machine: simple, timers: { missed: "skip", graceMs: 0 } }).timers).toEqual({ missed: "skip", graceMs: 0 });
-    expect(message(() => defineWorkflow({ name: "w", machine: simple, timers: "skip" as never }))).toBe('picket: workflow "w": timers must be { missed: "fire" | "skip", graceMs? }.');
+    for (const timers of ["skip", null, []]) {
+      expect(message(() => defineWorkflow({ name: "w", machine: simple, timers: timers as never })), JSON.stringify(timers)).toBe('picket: workflow "w": timers must be { missed: "fire" | "skip", graceMs? }.');
+    }
+    expect(message(() => defineWorkflow({ name: "w", machine: simple, timers: { missed: "skip", grace: 5 } as never }))).toBe('picket: workflow "w": timers takes missed and graceMs; "grace" is not one of them.');
+    expect(message(() => defineWorkflow({ name: "w", machine: simple, timers: { graceMs: 5_000 } }))).toBe(
+      'picket: workflow "w": timers.graceMs is the grace of missed: "skip"; with missed: "fire" a late timer fires however late it is. Set missed: "skip", or remove graceMs.',
+    );
     expect(message(() => defineWorkflow({ name: "w", machine: simple, timers: { missed: "latest" as never } }))).toBe(
       'picket: workflow "w": timers.missed must be "fire" (a late timer fires, late) or "skip" (it is recorded as missed); got "latest".',
     );
@@ -69,6 +75,16 @@ describe("defineWorkflow refuses bad options, saying what is wrong", () => {
 
 describe("the registry a worker builds", () => {
   const v1 = defineWorkflow({ name: "r", version: 1, machine: simple });
+  it("refuses a grace for missed timers under two of the worker's polls: a poll finds a timer's job", () => {
+    const skipping = (graceMs: number) => new WorkflowRegistry([defineWorkflow({ name: "w", machine: simple, timers: { missed: "skip", graceMs } })]);
+    expect(() => skipping(1_999).checkTimerGrace(1_000)).toThrow(
+      'picket: workflow "w": timers.graceMs (1999 ms) is less than two of this worker\'s polls (pollIntervalMs 1000): a timer\'s job is found by a poll, so timers would be skipped with no downtime at all. Set graceMs to 2000 or more.',
+    );
+    skipping(2_000).checkTimerGrace(1_000);
+    // "fire" has no grace to keep.
+    new WorkflowRegistry([defineWorkflow({ name: "w", machine: simple })]).checkTimerGrace(1_000_000);
+  });
+
   it("refuses what defineWorkflow did not make, a version given twice, and workflows that are no array", () => {
     expect(message(() => new WorkflowRegistry([{ name: "r" } as never]))).toBe("picket: workflows must be made with defineWorkflow({ name, machine }).");
     expect(message(() => new WorkflowRegistry([v1, defineWorkflow({ name: "r", version: 1, machine: simple })]))).toMatch(/version 1 is given twice/);
@@ -204,6 +220,33 @@ describe("workflowPaths and missed timers", () => {
     expect(replied.ok).toBe(true);
     // start, the timer missed (waiting with no timer), and the two ends.
     expect([replied.configurations, replied.transitions]).toEqual([4, 4]);
+  });
+
+  it("a timer missed in a state re-entered keeps what the re-entry set: the other timer, the task it invoked", () => {
+    // PING re-enters once: its step cancels and sets both timers, stops and starts the task.
+    const once = setup({ types: {} as { context: { pinged: boolean } } });
+    const ping = { guard: ({ context }: { context: { pinged: boolean } }) => !context.pinged, target: "waiting", reenter: true, actions: assign({ pinged: true }) } as const;
+    const timers = once.createMachine({
+      context: { pinged: false },
+      initial: "waiting",
+      states: { waiting: { after: { 1000: "a", 5000: "b" }, on: { PING: ping as never } }, a: { type: "final" }, b: { type: "final" } },
+    });
+    const both = workflowPaths(defineWorkflow({ name: "two-timers", machine: timers, timers: { missed: "skip" } }), { events: [{ type: "PING" }] });
+    // Only both timers missed after the re-entry never ends (before it, PING sets them again); one
+    // missed, the other still fires.
+    expect(both.neverEnd.map((n) => n.path)).toEqual([["start", "PING", "timer 1000.(machine).waiting missed", "timer 5000.(machine).waiting missed"]]);
+    const working = setup({ types: {} as { context: { pinged: boolean } }, actors: { t: task("t") } }).createMachine({
+      context: { pinged: false },
+      initial: "waiting",
+      states: {
+        waiting: { invoke: { id: "t", src: "t", onDone: "done" }, after: { 1000: "late" }, on: { PING: ping as never } },
+        done: { type: "final" },
+        late: { type: "final" },
+      },
+    });
+    const withTask = workflowPaths(defineWorkflow({ name: "task-and-timer", machine: working, timers: { missed: "skip" } }), { events: [{ type: "PING" }] });
+    // The task invoked again by the re-entry is still in flight once the timer is missed: every path ends.
+    expect(withTask.neverEnd).toEqual([]);
   });
 
   it("under \"fire\" (the default) a timer only fires; a delayed raise missed is named by its event", () => {

@@ -21,6 +21,7 @@ import { APPLIER_TASK } from "../src/db/job-spec.ts";
 import { defineWorkflow, task } from "../src/workflows/definition.ts";
 import { applyDueEvents, WorkflowRegistry } from "../src/workflows/applier.ts";
 import { defineTask } from "../src/runtime/task.ts";
+import { createSupervisor } from "../src/runtime/supervisor.ts";
 import { createLogger } from "../src/runtime/logger.ts";
 import { startWorker } from "./support/worker.ts";
 import { useTestDatabase } from "./support/db.ts";
@@ -982,7 +983,8 @@ describe("order and timers", () => {
     });
     const skipping = defineWorkflow({ name: "skipping", machine, timers: { missed: "skip" } });
     const firing = defineWorkflow({ name: "firing", machine });
-    await worker({ tasks: [], workflows: [skipping, firing] });
+    const brief = defineWorkflow({ name: "brief", machine, timers: { missed: "skip", graceMs: 2_000 } });
+    await worker({ tasks: [], workflows: [skipping, firing, brief] });
     /** Starts an instance and makes its timer due `lateMs` ago, as after a downtime: its job runs now. */
     const lateBy = async (definition: typeof skipping, lateMs: number) => {
       const { id } = await startWorkflow(db.pool, definition, null);
@@ -1021,10 +1023,48 @@ describe("order and timers", () => {
     await settled(within);
     expect((await workflowHistory(db.pool, within)).history.map((e) => [e.kind, e.outcome, e.state])).toEqual([["start", "applied", "waiting"], ["timer", "applied", "expired"]]);
 
+    // A grace of its own: five seconds late is past two.
+    const pastBrief = await lateBy(brief, 5_000);
+    const [, briefTimer] = (await workflowHistory(db.pool, pastBrief)).history;
+    expect(briefTimer!.note).toMatch(/^missed: the timer xstate\.after\.3600000\.\(machine\)\.waiting was applied 5\.\d s after it was due, past the grace of 2\.0 s /);
+
     // The default, "fire": ten minutes late, it fires, late.
     const fired = await lateBy(firing, 600_000);
     await settled(fired);
     expect((await getWorkflow(db.pool, fired))!.state).toBe("expired");
+  });
+
+  it("a timer skipped in a backlog, read as the next event of the apply before it, is skipped in its turn; the events after it are applied", async () => {
+    const pinged = defineWorkflow({
+      name: "pinged",
+      machine: setup({ types: {} as { context: { pings: number } } }).createMachine({
+        context: { pings: 0 },
+        initial: "waiting",
+        states: { waiting: { after: { 3_600_000: "expired" }, on: { PING: { actions: assign({ pings: ({ context }) => context.pings + 1 }) } } }, expired: { type: "final" } },
+      }),
+      timers: { missed: "skip" },
+    });
+    const first = await worker({ tasks: [], workflows: [pinged] });
+    const { id } = await startWorkflow(db.pool, pinged, null);
+    await inState(id, "waiting");
+    await first.supervisor.stop();
+    // Three pings twenty minutes ago, the timer due ten minutes ago, one ping now: one run applies
+    // all five, each read as the next event of the apply before it.
+    for (let i = 0; i < 3; i++) await sendToWorkflow(db.pool, id, { type: "PING" });
+    await db.pool.query("UPDATE picket.workflow_events SET due_at = now() - interval '20 minutes' WHERE workflow_id = $1 AND kind = 'send'", [id]);
+    await db.pool.query("UPDATE picket.workflow_events SET due_at = now() - interval '10 minutes' WHERE workflow_id = $1 AND kind = 'timer'", [id]);
+    await sendToWorkflow(db.pool, id, { type: "PING" });
+    await worker({ tasks: [], workflows: [pinged] });
+    await until("the backlog applied", async () => (await workflowHistory(db.pool, id)).inbox.length === 0);
+    const { history } = await workflowHistory(db.pool, id);
+    expect(history.map((e) => [e.kind, e.outcome])).toEqual([["start", "applied"], ["send", "applied"], ["send", "applied"], ["send", "applied"], ["timer", "dropped"], ["send", "applied"]]);
+    expect(await getWorkflow(db.pool, id)).toMatchObject({ status: "running", state: "waiting", context: { pings: 4 } });
+  });
+
+  it("a worker refuses a grace for missed timers under two of its polls", () => {
+    const machine = setup({}).createMachine({ initial: "a", states: { a: {} } });
+    const tight = defineWorkflow({ name: "tight", machine, timers: { missed: "skip", graceMs: 1_000 } });
+    expect(() => createSupervisor({ connectionString: db.url, tasks: [], workflows: [tight], pollIntervalMs: 1_000 })).toThrow(/timers\.graceMs \(1000 ms\) is less than two of this worker's polls \(pollIntervalMs 1000\)/);
   });
 
   it("two delayed raises without an id in one transition are two timers", async () => {

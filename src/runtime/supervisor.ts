@@ -151,6 +151,7 @@ export class Supervisor {
     this.workflows = workflowRegistry(options);
     const tasks = this.workflows ? [...(options.tasks ?? []), applierTask(this.workflows, () => this.applierDeps())] : options.tasks;
     this.config = resolveConfig({ ...options, tasks });
+    this.workflows?.checkTimerGrace(this.config.pollIntervalMs);
     this.options = options;
     this.logger = (options.logger ?? createLogger()).child({ worker_id: this.config.workerId });
     this.tasks = new Map(tasks.map((task) => [task.name, task as Task]));

@@ -37,6 +37,23 @@ export class WorkflowRegistry {
     }
   }
 
+  /**
+   * Refuses a grace for missed timers that a healthy worker could not keep: a timer's job is due
+   * later, so no enqueue wakes a worker for it and a poll finds it, up to pollIntervalMs late.
+   */
+  checkTimerGrace(pollIntervalMs: number): void {
+    for (const entry of this.byName.values()) {
+      for (const d of entry.versions.values()) {
+        if (d.timers.missed === "skip" && d.timers.graceMs < 2 * pollIntervalMs) {
+          throw new InvalidConfigError(
+            `picket: workflow "${d.name}": timers.graceMs (${d.timers.graceMs} ms) is less than two of this worker's polls (pollIntervalMs ${pollIntervalMs}): ` +
+              `a timer's job is found by a poll, so timers would be skipped with no downtime at all. Set graceMs to ${2 * pollIntervalMs} or more.`,
+          );
+        }
+      }
+    }
+  }
+
   /** Each machine as the console draws it (the config machineConfig gives: states, transitions, names). */
   machines(): Array<{ name: string; version: string; fingerprint: string; definition: unknown }> {
     return [...this.byName.values()].flatMap((entry) =>

@@ -219,12 +219,17 @@ export const defineWorkflow = <M extends AnyStateMachine>(options: WorkflowOptio
 };
 
 const timerPolicy = (name: string, given: Partial<TimerPolicy> | undefined): Readonly<TimerPolicy> => {
-  if (given !== undefined && (typeof given !== "object" || given === null)) refuse(name, `timers must be { missed: "fire" | "skip", graceMs? }.`);
+  if (given !== undefined && (typeof given !== "object" || given === null || Array.isArray(given))) refuse(name, `timers must be { missed: "fire" | "skip", graceMs? }.`);
+  const unknown = Object.keys(given ?? {}).filter((key) => key !== "missed" && key !== "graceMs");
+  if (unknown.length > 0) refuse(name, `timers takes missed and graceMs; ${unknown.map((key) => JSON.stringify(key)).join(", ")} is not one of them.`);
   const missed = given?.missed ?? "fire";
   if (missed !== "fire" && missed !== "skip") refuse(name, `timers.missed must be "fire" (a late timer fires, late) or "skip" (it is recorded as missed); got ${JSON.stringify(missed)}.`);
   const graceMs = given?.graceMs ?? TIMER_GRACE_MS;
   if (typeof graceMs !== "number" || !Number.isFinite(graceMs) || graceMs < 0) {
     refuse(name, `timers.graceMs must be a number of milliseconds, 0 or more (how late a timer may be applied and still fire); got ${String(graceMs)}.`);
+  }
+  if (missed === "fire" && given?.graceMs !== undefined) {
+    refuse(name, `timers.graceMs is the grace of missed: "skip"; with missed: "fire" a late timer fires however late it is. Set missed: "skip", or remove graceMs.`);
   }
   return Object.freeze({ missed, graceMs });
 };
