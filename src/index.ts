@@ -95,7 +95,7 @@ export {
 } from "./db/flows.ts";
 
 // --- Workflows: a user's XState machine, durable -----------------------------------------------
-export { defineWorkflow, task, type MigratableState, type TaskRef, type TimerPolicy, type WorkflowDefinition, type WorkflowOptions } from "./workflows/definition.ts";
+export { childWorkflow, defineWorkflow, task, type MigratableState, type TaskRef, type TimerPolicy, type WorkflowDefinition, type WorkflowOptions } from "./workflows/definition.ts";
 export {
   cancelWorkflow,
   getWorkflow,

@@ -20,6 +20,7 @@ import {
   releaseJobs,
   renewLeases,
   sendToWorkflow,
+  cancelWorkflow,
   startWorkflow,
   sweepExpiredClaims,
   workflowHistory,
@@ -289,7 +290,7 @@ describe("workflow statements on a never-analyzed table, planned while it was em
       await withoutAutovacuum(pool, schema);
       const options = { schema };
       // The instance every statement is about; filled in after the load.
-      const target = { id: "1", seq: 0, event: "1", task: "1", claim: { id: "1", token: "00000000-0000-4000-8000-000000000000" } };
+      const target = { id: "1", seq: 0, event: "1", task: "1", child: "2", claim: { id: "1", token: "00000000-0000-4000-8000-000000000000" } };
       const statements: Record<string, Run> = {
         hold: (q) => holdForApply(q as never, target.id, target.claim, options),
         read: (q) => readForApply(q as never, target.id, options),
@@ -313,10 +314,14 @@ describe("workflow statements on a never-analyzed table, planned while it was em
               stopTasks: [{ invokeId: "s", jobId: target.task }],
               startTimers: [{ sendId: "x", event: { type: "x" }, delayMs: 1000 }],
               cancelTimers: ["y"],
+              startChildren: [{ invokeId: "c", name: "w", input: {} }],
+              stopChildren: [{ invokeId: "d", workflowId: target.child }],
             },
             options,
           ),
         send: (q) => sendToWorkflow(q as never, target.id, { type: "GO" }, options),
+        // The cancel's first statement: the instance ended, its parent told, its children's cancels enqueued.
+        cancel: (q) => cancelWorkflow(q as never, target.id, options),
         // Sent on a pool ($4): the send looks for the instance's applier job waiting to be claimed.
         sendJoining: async (q) => {
           const { text, values } = await capture((c) => sendToWorkflow(c as never, target.id, { type: "GO" }, options));
@@ -354,6 +359,8 @@ describe("workflow statements on a never-analyzed table, planned while it was em
         // A timer of the instance, the one the apply cancels, with its pending wake-up job.
         const { rows: [wake] } = await pool.query(`INSERT INTO ${schema}.jobs (type, run_at) VALUES ('picket.workflow', now() + interval '1 hour') RETURNING id::text`);
         await pool.query(`INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, due_at, send_id, wake_job) VALUES (1000, 'timer', '{"type":"y"}', now() + interval '1 hour', 'y', $1)`, [wake.id]);
+        // A child of another instance, with a child of its own in flight.
+        await pool.query(`UPDATE ${schema}.workflows SET parent_id = 7, parent_invoke = 'c', children = '{"d": "2"}' WHERE id = 1000`);
         const { rows: [task] } = await pool.query(`SELECT id::text FROM ${schema}.jobs WHERE workflow_id = 1000 LIMIT 1`);
         Object.assign(target, { id: "1000", seq: 50, event: event.id, task: task.id, claim: { id: applier.id, token: applier.token } });
         const { rows: [stats] } = await pool.query(`SELECT reltuples FROM pg_class WHERE oid = '${schema}.workflow_events'::regclass`);

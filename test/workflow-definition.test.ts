@@ -2,7 +2,7 @@
 // actions a transition asks for, as the database must carry them out): no database needed.
 import { describe, expect, it } from "vitest";
 import { assign, cancel, createActor, fromCallback, log, raise, setup, spawnChild } from "xstate";
-import { defineWorkflow, task, taskOf } from "../src/workflows/definition.ts";
+import { childWorkflow, defineWorkflow, task, taskOf } from "../src/workflows/definition.ts";
 import { WorkflowRegistry, workflowRegistry } from "../src/workflows/applier.ts";
 import { eventStep, MAX_DELAY_MS, startStep } from "../src/workflows/step.ts";
 import { workflowPaths } from "../src/testing/workflow-paths.ts";
@@ -105,12 +105,13 @@ describe("the registry a worker builds", () => {
 describe("the step: what a transition asks the database for", () => {
   const t = task("t");
   it("a timer set and cancelled in one step, and a task started and stopped in one step, come to nothing; log() is kept", () => {
-    const machine = setup({ actors: { t } }).createMachine({
+    const child = defineWorkflow({ name: "child", machine: simple });
+    const machine = setup({ actors: { t, child: childWorkflow(child) } }).createMachine({
       initial: "a",
       states: {
         a: { on: { GO: "passing" } },
-        // Entered and left in the same step: its timer and its invocation never exist.
-        passing: { entry: log("passing through"), after: { 1000: "a" }, invoke: { id: "tt", src: "t" }, always: "b" },
+        // Entered and left in the same step: its timer and its invocations never exist.
+        passing: { entry: log("passing through"), after: { 1000: "a" }, invoke: [{ id: "tt", src: "t" }, { id: "kid", src: "child" }], always: "b" },
         b: { after: { 500: "a" } },
       },
     });
@@ -119,6 +120,7 @@ describe("the step: what a transition asks the database for", () => {
     const step = eventStep(definition, start.snapshot, { type: "GO" });
     expect(step.value).toBe("b");
     expect(step.startTasks).toEqual([]);
+    expect(step.startChildren).toEqual([]);
     expect(step.stopTasks).toEqual([]);
     expect(step.startTimers.map((x) => [x.sendId, x.delayMs])).toEqual([["xstate.after.500.(machine).b", 500]]);
     expect(step.cancelTimers).toEqual([]);
@@ -202,7 +204,7 @@ describe("the step: what a transition asks the database for", () => {
   it("a child spawned by spawnChild that is not a task() is refused when the step runs", () => {
     const machine = setup({ actors: { listen: fromCallback(() => undefined) } }).createMachine({ initial: "a", states: { a: { entry: spawnChild("listen") } } });
     const definition = defineWorkflow({ name: "spawns", machine });
-    expect(message(() => startStep(definition, undefined))).toBe('spawns "listen", which is not a task(): only tasks can be made durable.');
+    expect(message(() => startStep(definition, undefined))).toBe('spawns "listen", which is not a task() or a childWorkflow(): only those can be made durable.');
   });
 });
 

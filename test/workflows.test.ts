@@ -120,7 +120,7 @@ describe("defineWorkflow refuses what cannot be made durable", () => {
     );
     const child = createMachine({});
     expect(refused(setup({ actors: { child } }).createMachine({ initial: "a", states: { a: { invoke: { src: "child" } } } }))).toMatch(
-      /invokes "child": a child machine runs in memory and is lost on a crash: run it as its own workflow/,
+      /invokes "child": a child machine runs in memory and is lost on a crash: make it a workflow of its own \(defineWorkflow\) and invoke it as childWorkflow\(thatWorkflow\)/,
     );
     expect(refused(createMachine({ initial: "a", states: { a: { invoke: { src: task("x") } } } }))).toMatch(/invokes an actor given inline: name it in setup/);
   });
@@ -427,7 +427,7 @@ describe("applying events", () => {
     const hold = await holdForApply(db.pool, id, a);
     if (hold.outcome !== "held") throw new Error(`not held: ${hold.outcome}`);
     // The database does not read the snapshot: any JSON stands for the machine's.
-    const write = (seq: number, eventId: string) => writeApply(db.pool, { workflowId: id, seq, eventId, claim: a, snapshot: { n: seq }, state: "counting", status: "running", version: "1", fingerprint: "f", outcome: "applied", note: null, startTasks: [], stopTasks: [], startTimers: [], cancelTimers: [] });
+    const write = (seq: number, eventId: string) => writeApply(db.pool, { workflowId: id, seq, eventId, claim: a, snapshot: { n: seq }, state: "counting", status: "running", version: "1", fingerprint: "f", outcome: "applied", note: null, startTasks: [], stopTasks: [], startTimers: [], cancelTimers: [], startChildren: [], stopChildren: [] });
     const holder = async () => (await db.pool.query("SELECT applier_job::text FROM picket.workflows WHERE id = $1", [id])).rows[0].applier_job;
     const first = await write(0, hold.row.eventId!);
     expect(first).toMatchObject({ outcome: "applied", next: { id, seq: 1, eventId: inc, kind: "send", event: { type: "INC" }, snapshot: { n: 0 } } });

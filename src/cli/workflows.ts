@@ -63,6 +63,7 @@ const describeEvent = (e: WorkflowEvent): string => {
   const event = (e.event ?? {}) as Record<string, unknown>;
   if (e.kind === "start") return clip(`input ${JSON.stringify(event["input"] ?? null)}`, 60);
   if (e.kind === "task") return `job ${e.jobId ?? "?"} ${typeof event["status"] === "string" ? event["status"] : "ended"}`;
+  if (e.kind === "child") return `child workflow ${String(event["workflow"])} ${typeof event["status"] === "string" ? event["status"] : "ended"}`;
   return typeof event["type"] === "string" ? clip(event["type"], 60) : clip(JSON.stringify(e.event), 60);
 };
 
@@ -81,6 +82,9 @@ export const formatWorkflow = (w: Workflow, events: WorkflowEvent[], jobs: Workf
   if (w.status === "done") out += `output: ${JSON.stringify(w.output ?? null)}\n`;
   if (w.error !== null) out += `error: ${w.error}\n`;
   out += `tasks in flight: ${tasks.length === 0 ? "none" : tasks.map(([invoke, job]) => `${invoke} → job ${job}`).join(", ")}\n`;
+  const children = Object.entries(w.children);
+  if (children.length > 0) out += `children in flight: ${children.map(([invoke, child]) => `${invoke} → workflow ${child}`).join(", ")}\n`;
+  if (w.parentId !== null) out += `a child of workflow ${w.parentId}\n`;
   out += "\nhistory:\n";
   out +=
     history.length === 0

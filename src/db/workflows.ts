@@ -42,6 +42,10 @@ export interface Workflow {
   context: unknown;
   /** Invocation id -> the job running it, for the tasks in flight. */
   tasks: Record<string, JobId>;
+  /** Invocation id -> the child workflow it started, for the children in flight. */
+  children: Record<string, JobId>;
+  /** The workflow that invoked this one as a child (childWorkflow), if one did. */
+  parentId: JobId | null;
   seq: number;
   output: unknown;
   error: string | null;
@@ -52,7 +56,7 @@ export interface Workflow {
 
 const workflowColumns = (w: string) => `
   ${w}.id::text AS id, ${w}.name, ${w}.key, ${w}.version, ${w}.fingerprint, ${w}.status, ${w}.state,
-  ${w}.snapshot -> 'context' AS context, ${w}.tasks, ${w}.seq, ${w}.output, ${w}.error,
+  ${w}.snapshot -> 'context' AS context, ${w}.tasks, ${w}.children, ${w}.parent_id::text AS "parentId", ${w}.seq, ${w}.output, ${w}.error,
   ${w}.created_at AS "createdAt", ${w}.updated_at AS "updatedAt", ${w}.finished_at AS "finishedAt"`;
 
 export class WorkflowNotFoundError extends PicketError {
@@ -224,9 +228,11 @@ export interface ApplyInput {
   status: WorkflowStatus;
   snapshot: unknown;
   tasks: Record<string, JobId>;
+  /** The child workflows in flight: invocation id -> instance id. */
+  children: Record<string, JobId>;
   seq: number;
   eventId: JobId | null;
-  kind: "start" | "send" | "task" | "timer" | "cancel" | null;
+  kind: "start" | "send" | "task" | "timer" | "cancel" | "child" | null;
   event: Record<string, unknown> | null;
   jobId: JobId | null;
   /** How long after it was due the event was read, in milliseconds (a timer's lateness: TimerPolicy). */
@@ -241,7 +247,7 @@ const nextDue = (schema: string, workflow: string, except = "") => `
     WHERE e.workflow_id = ${workflow} AND e.applied_at IS NULL AND e.due_at <= now()${except}
     ORDER BY e.due_at, e.id LIMIT 1`;
 const nextEvent = (schema: string, w: string) => `LEFT JOIN LATERAL (${nextDue(schema, `${w}.id`)}) AS e ON true`;
-const applyColumns = (w: string) => `${w}.id::text AS id, ${w}.name, ${w}.version, ${w}.fingerprint, ${w}.status, ${w}.snapshot, ${w}.tasks, ${w}.seq,
+const applyColumns = (w: string) => `${w}.id::text AS id, ${w}.name, ${w}.version, ${w}.fingerprint, ${w}.status, ${w}.snapshot, ${w}.tasks, ${w}.children, ${w}.seq,
          e.id::text AS "eventId", e.kind, e.event, e.job_id::text AS "jobId", (extract(epoch FROM now() - e.due_at) * 1000)::float8 AS "lateMs"`;
 
 const readSql = perSchema((schema) => `SELECT ${applyColumns("w")} FROM ${schema}.workflows AS w ${nextEvent(schema, "w")} WHERE w.id = $1::bigint`);
@@ -341,6 +347,10 @@ export interface ApplyWrite {
   stopTasks: Array<{ invokeId: string; jobId: JobId }>;
   startTimers: Array<{ sendId: string; event: unknown; delayMs: number }>;
   cancelTimers: string[];
+  /** Child workflows started: the invocation, the workflow's name, its input. */
+  startChildren: Array<{ invokeId: string; name: string; input: unknown }>;
+  /** Child workflows stopped: their invocations and instances (each cancelled by a job). */
+  stopChildren: Array<{ invokeId: string; workflowId: JobId }>;
 }
 
 // THE APPLY. One statement: the claim of the applier job is checked and held (FOR SHARE: a sweep or
@@ -369,12 +379,17 @@ const applySql = perSchema(
   ), nxt AS (${nextDue(schema, "$1::bigint", ` AND e.id <> $5::bigint AND NOT (${cancelledTimer("e")})`)}
   ), ids AS (
     SELECT ARRAY(SELECT nextval(pg_get_serial_sequence('${schema}.jobs', 'id')) FROM generate_series(1, cardinality($15::text[]) + cardinality($22::text[]))) AS a
+  ), kid_ids AS (
+    SELECT ARRAY(SELECT nextval(pg_get_serial_sequence('${schema}.workflows', 'id')) FROM generate_series(1, cardinality($27::text[]))) AS a
   ), wf AS (
     UPDATE ${schema}.workflows AS w
     SET snapshot = $6::jsonb, state = $7::jsonb, status = $8::text, output = $9::jsonb, error = $10::text, version = $11::text, fingerprint = $12::text,
         seq = w.seq + 1, updated_at = now(), finished_at = CASE WHEN $8::text IN ('done', 'failed') THEN now() END,
         tasks = (w.tasks - $21::text[]) || coalesce((
           SELECT jsonb_object_agg(t.invoke, t.id::text) FROM unnest($15::text[], (SELECT a[1:cardinality($15::text[])] FROM ids)) AS t(invoke, id)
+        ), '{}'::jsonb),
+        children = (w.children - $30::text[]) || coalesce((
+          SELECT jsonb_object_agg(k.invoke, k.id::text) FROM unnest($27::text[], (SELECT a FROM kid_ids)) AS k(invoke, id)
         ), '{}'::jsonb),
         applier_job = CASE WHEN EXISTS (SELECT 1 FROM nxt) THEN w.applier_job END, applier_token = CASE WHEN EXISTS (SELECT 1 FROM nxt) THEN w.applier_token END
     FROM claim
@@ -416,6 +431,26 @@ const applySql = perSchema(
     WHERE e.workflow_id = $1::bigint AND e.applied_at IS NULL AND ${cancelledTimer("e")} AND e.id <> $5::bigint
       AND EXISTS (SELECT 1 FROM wf)
     RETURNING e.id, e.wake_job
+  ), kids AS (
+    INSERT INTO ${schema}.workflows (id, name, parent_id, parent_invoke) OVERRIDING SYSTEM VALUE
+    SELECT k.id, k.name, wf.id, k.invoke FROM wf, unnest((SELECT a FROM kid_ids), $27::text[], $28::text[]) AS k(id, invoke, name)
+  ), kid_starts AS (
+    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event)
+    SELECT k.id, 'start', jsonb_build_object('input', k.input) FROM wf, unnest((SELECT a FROM kid_ids), $29::jsonb[]) AS k(id, input)
+  ), kid_jobs AS (
+    INSERT INTO ${schema}.jobs (type, payload)
+    SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', k.id) FROM wf, unnest((SELECT a FROM kid_ids)) AS k(id)
+    UNION ALL
+    -- A child stopped is cancelled by a job of its own, as cancelWorkflow cancels it.
+    SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', s.id, 'cancel', wf.id) FROM wf, unnest($31::bigint[]) AS s(id)
+  ), to_parent AS (
+    -- This write ends a child: its parent hears of it, as a task's end is heard.
+    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event)
+    SELECT wf.parent_id, 'child', jsonb_build_object('workflow', wf.id, 'status', wf.status, 'output', wf.output, 'error', wf.error)
+    FROM wf WHERE wf.parent_id IS NOT NULL AND wf.status IN ('done', 'failed')
+    RETURNING workflow_id
+  ), parent_job AS (
+    INSERT INTO ${schema}.jobs (type, payload) SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', p.workflow_id) FROM to_parent AS p
   ), unwoken AS (
     DELETE FROM ${schema}.jobs AS j WHERE j.id = ANY (ARRAY(
       SELECT p.id FROM unset AS u JOIN LATERAL (SELECT p.id FROM ${schema}.jobs AS p WHERE p.id = u.wake_job AND p.status = 'pending' FOR UPDATE) AS p ON true
@@ -473,6 +508,11 @@ export const writeApply = async (db: Queryable, write: ApplyWrite, options: Stat
         write.startTimers.map((t) => t.delayMs),
         write.cancelTimers,
         write.stopTasks.map((t) => t.jobId),
+        write.startChildren.map((c) => c.invokeId),
+        write.startChildren.map((c) => c.name),
+        write.startChildren.map((c) => json(c.input ?? null, `input of child workflow "${c.name}"`)),
+        write.stopChildren.map((c) => c.invokeId),
+        write.stopChildren.map((c) => c.workflowId),
     ]),
     options,
   );
@@ -513,13 +553,27 @@ export const dropEvent = async (db: Queryable, eventId: JobId, claim: { id: JobI
 // a statement keeps the snapshot it started with.)
 const cancelSql = perSchema(
   (schema) => `
-  WITH wf AS (
-    UPDATE ${schema}.workflows AS w SET status = 'cancelled', finished_at = now(), updated_at = now(), tasks = '{}'::jsonb
-    WHERE w.id = $1::bigint AND w.status IN ('starting', 'running')
-    RETURNING w.id
+  WITH live AS (
+    -- Locked first (the EXISTS below runs it before the update), so that its children are read as
+    -- the last apply left them: the UPDATE's RETURNING gives only the new row. (Joined to the
+    -- update instead, it was planned on an empty table as a scan of every live instance.)
+    SELECT w.children FROM ${schema}.workflows AS w WHERE w.id = $1::bigint AND w.status IN ('starting', 'running') FOR UPDATE
+  ), wf AS (
+    UPDATE ${schema}.workflows AS w SET status = 'cancelled', finished_at = now(), updated_at = now(), tasks = '{}'::jsonb, children = '{}'::jsonb
+    WHERE w.id = $1::bigint AND w.status IN ('starting', 'running') AND EXISTS (SELECT 1 FROM live)
+    RETURNING w.id, w.parent_id, (SELECT l.children FROM live AS l) AS children
   ), recorded AS (
     INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, applied_at, outcome, by)
     SELECT wf.id, 'cancel', jsonb_build_object('type', 'cancel'), now(), 'applied', $2::text FROM wf
+  ), to_parent AS (
+    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event)
+    SELECT wf.parent_id, 'child', jsonb_build_object('workflow', wf.id, 'status', 'cancelled', 'output', NULL, 'error', NULL) FROM wf WHERE wf.parent_id IS NOT NULL
+  ), jobs AS (
+    -- The parent's job to hear of it, and a job to cancel each child in flight (its own children after it).
+    INSERT INTO ${schema}.jobs (type, payload)
+    SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', wf.parent_id) FROM wf WHERE wf.parent_id IS NOT NULL
+    UNION ALL
+    SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', c.value::bigint, 'cancel', wf.id) FROM wf, jsonb_each_text(wf.children) AS c
   )
   SELECT (SELECT count(*) FROM wf)::int AS cancelled`,
 );
@@ -631,7 +685,7 @@ export const workflowCounts = async (db: Queryable, options: StatementOptions = 
 
 export interface WorkflowEvent {
   id: JobId;
-  kind: "start" | "send" | "task" | "timer" | "cancel";
+  kind: "start" | "send" | "task" | "timer" | "cancel" | "child";
   event: unknown;
   jobId: JobId | null;
   createdAt: Date;

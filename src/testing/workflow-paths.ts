@@ -1,5 +1,5 @@
 // Every path of a workflow's machine, walked without a worker or a database: from the start, each
-// task in flight may succeed, fail or time out, each timer may fire (and, under timers: { missed:
+// task in flight may succeed, fail or time out (a child workflow end, fail or be cancelled), each timer may fire (and, under timers: { missed:
 // "skip" }, be missed), and each event the test names may arrive; each is applied with the same
 // pure step the worker applies (src/workflows/step.ts), so tasks started and stopped and timers
 // set and cancelled are tracked as a worker would. The walk reports states no path reaches,
@@ -25,7 +25,7 @@ export interface WorkflowPathsOptions {
   input?: unknown;
   /** Events from outside (sendToWorkflow) tried in every configuration; a function picks per state. */
   events?: readonly Event[] | ((state: WorkflowState) => readonly Event[]);
-  /** A task's output when it succeeds, by task name, from its input; default {}. */
+  /** A task's output when it succeeds, by task name (a child workflow's, by its workflow name), from its input; default {}. */
   outputs?: Record<string, (input: any) => unknown>;
   /** Properties every reachable configuration must have, by name. */
   invariants?: Record<string, (state: WorkflowState) => boolean>;
@@ -53,7 +53,7 @@ export interface WorkflowPathsReport {
 interface Node {
   key: string;
   step: Step;
-  tasks: Map<string, { name: string; input: unknown }>;
+  tasks: Map<string, { name: string; input: unknown; child?: true }>;
   timers: Map<string, Event>;
   path: string[];
 }
@@ -99,6 +99,7 @@ export const workflowPaths = (definition: WorkflowDefinition, options: WorkflowP
     if (fired !== null) timers.delete(fired);
     for (const id of step.stopTasks) tasks.delete(id);
     for (const t of step.startTasks) tasks.set(t.invokeId, { name: t.task.name, input: t.input });
+    for (const c of step.startChildren) tasks.set(c.invokeId, { name: c.workflow.name, input: c.input, child: true });
     for (const id of step.cancelTimers) timers.delete(id);
     for (const t of step.startTimers) timers.set(t.sendId, t.event as Event);
     if (step.status !== "running") {
@@ -140,7 +141,8 @@ export const workflowPaths = (definition: WorkflowDefinition, options: WorkflowP
       const output = options.outputs?.[task.name]?.(task.input) ?? {};
       next.push({ event: { type: `xstate.done.actor.${invokeId}`, output, actorId: invokeId }, fired: null });
       next.push({ event: { type: `xstate.error.actor.${invokeId}`, error: { message: "failed" }, actorId: invokeId }, fired: null });
-      next.push({ event: { type: `xstate.error.actor.${invokeId}`, error: { message: "timed out" }, actorId: invokeId }, fired: null });
+      // A task's job may time out; a child workflow may be cancelled (by an operator).
+      next.push({ event: { type: `xstate.error.actor.${invokeId}`, error: { message: task.child ? "cancelled" : "timed out" }, actorId: invokeId }, fired: null });
     }
     for (const [sendId, event] of node.timers) {
       next.push({ event, fired: sendId });

@@ -7,7 +7,7 @@
 import type { AnyStateMachine } from "xstate";
 import { InvalidConfigError, InvalidJobError, PicketError } from "../db/errors.ts";
 import type { Queryable, StatementOptions } from "../db/queryable.ts";
-import { continueApplying, dropEvent, eventsDue, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyResult, type ApplyWrite } from "../db/workflows.ts";
+import { cancelWorkflow, continueApplying, dropEvent, eventsDue, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyResult, type ApplyWrite } from "../db/workflows.ts";
 import { isDataException } from "../db/errors.ts";
 import { APPLIER_TASK, MAX_ATTEMPTS } from "../db/job-spec.ts";
 import type { JobId } from "../db/job-row.ts";
@@ -34,6 +34,15 @@ export class WorkflowRegistry {
       entry.versions.set(definition.version, definition);
       entry.latest = definition;
       this.byName.set(definition.name, entry);
+    }
+    for (const definition of definitions) {
+      for (const child of definition.children.values()) {
+        if (!this.byName.has(child.name)) {
+          throw new InvalidConfigError(
+            `picket: workflow "${definition.name}" invokes the child workflow "${child.name}", which is not among this worker's workflows: give it too (createSupervisor({ workflows })), as every worker that applies workflow events must run every workflow.`,
+          );
+        }
+      }
     }
   }
 
@@ -112,6 +121,26 @@ const EVENTS_PER_RUN = 200;
 const LOST_RACES = 50;
 
 type TaskEvent = { status: "completed" | "dead" | "cancelled"; result: unknown; error: string | null };
+type ChildEvent = { workflow: string | number; status: "done" | "failed" | "cancelled"; output: unknown; error: string | null };
+
+/** The XState event a child workflow's end is, or why it is dropped (the invocation it answered was stopped). */
+const childEvent = (row: ApplyInput): { invokeId: string; event: { type: string } & Record<string, unknown> } | { dropped: string } => {
+  const reported = row.event as ChildEvent;
+  const child = String(reported.workflow);
+  const invokeId = Object.keys(row.children).find((id) => row.children[id] === child);
+  if (invokeId === undefined) {
+    return { dropped: `late result: child workflow ${child} (${reported.status}) answered an invocation the workflow had already stopped` };
+  }
+  if (reported.status === "done") return { invokeId, event: { type: `xstate.done.actor.${invokeId}`, output: reported.output, actorId: invokeId } };
+  return {
+    invokeId,
+    event: {
+      type: `xstate.error.actor.${invokeId}`,
+      error: { message: reported.error ?? (reported.status === "cancelled" ? "the child workflow was cancelled" : "the child workflow failed"), status: reported.status, workflow: child },
+      actorId: invokeId,
+    },
+  };
+};
 
 /** The XState event a task's end is, or why it is dropped (the invocation it answered was stopped). */
 const taskEvent = (row: ApplyInput): { invokeId: string; event: { type: string } & Record<string, unknown> } | { dropped: string } => {
@@ -189,7 +218,7 @@ export const applyDueEvents = async (
 /** The write one event makes: the machine's step, or a drop. */
 type PlannedWrite = ApplyWrite & { logs: unknown[]; machine: AnyStateMachine; xstateEvent: unknown };
 /** What every write of an event names: the instance, its seq, the event, the claim, the machine. */
-type WriteBase = Omit<PlannedWrite, "snapshot" | "state" | "status" | "outcome" | "note" | "startTasks" | "stopTasks" | "startTimers" | "cancelTimers" | "logs">;
+type WriteBase = Omit<PlannedWrite, "snapshot" | "state" | "status" | "outcome" | "note" | "startTasks" | "stopTasks" | "startTimers" | "cancelTimers" | "startChildren" | "stopChildren" | "logs">;
 
 /**
  * The write that fails the instance, with why: its snapshot as stored, its tasks in flight stopped
@@ -208,6 +237,8 @@ const failure = (base: WriteBase, row: ApplyInput, snapshot: unknown, notes: str
   stopTasks: Object.entries(row.tasks).map(([invokeId, jobId]) => ({ invokeId, jobId })),
   startTimers: [],
   cancelTimers: [],
+  startChildren: [],
+  stopChildren: Object.entries(row.children).map(([invokeId, workflowId]) => ({ invokeId, workflowId })),
   logs: [],
 });
 
@@ -225,7 +256,7 @@ const writeOrFail = async (deps: ApplierDeps, write: PlannedWrite, row: ApplyInp
     return await writeApply(deps.db, write, deps.statements);
   } catch (error) {
     if (!(error instanceof InvalidJobError) && !isDataException(error)) throw error;
-    const { snapshot: _snapshot, state: _state, status: _status, outcome: _outcome, note: _note, startTasks: _s, stopTasks: _t, startTimers: _u, cancelTimers: _c, logs: _l, output: _o, error: _e, ...base } = write;
+    const { snapshot: _snapshot, state: _state, status: _status, outcome: _outcome, note: _note, startTasks: _s, stopTasks: _t, startTimers: _u, cancelTimers: _c, startChildren: _k, stopChildren: _d, logs: _l, output: _o, error: _e, ...base } = write;
     return writeApply(deps.db, failure(base, row, row.snapshot, [], (error as Error).message), deps.statements);
   }
 };
@@ -242,6 +273,8 @@ const dropped = (base: WriteBase, persisted: unknown, notes: string[]): PlannedW
   stopTasks: [],
   startTimers: [],
   cancelTimers: [],
+  startChildren: [],
+  stopChildren: [],
   logs: [],
 });
 
@@ -282,6 +315,12 @@ const plan = (registry: WorkflowRegistry, row: ApplyInput, claim: { id: JobId; t
       answered = task.invokeId;
       base.xstateEvent = task.event;
       step = eventStep(definition, persisted, task.event);
+    } else if (row.kind === "child") {
+      const child = childEvent(row);
+      if ("dropped" in child) return dropped(base, persisted, [...notes, child.dropped]);
+      answered = child.invokeId;
+      base.xstateEvent = child.event;
+      step = eventStep(definition, persisted, child.event);
     } else if (row.kind === "timer" && definition.timers.missed === "skip" && row.lateMs! > definition.timers.graceMs) {
       return dropped(base, persisted, [...notes, missedTimer(row, definition.timers.graceMs)]);
     } else {
@@ -294,7 +333,7 @@ const plan = (registry: WorkflowRegistry, row: ApplyInput, claim: { id: JobId; t
   const stopped = new Set(step.stopTasks);
   if (answered !== undefined) stopped.add(answered);
   // A final state stops every invocation (XState stops them with the machine).
-  if (step.status !== "running") for (const invokeId of Object.keys(row.tasks)) stopped.add(invokeId);
+  if (step.status !== "running") for (const invokeId of [...Object.keys(row.tasks), ...Object.keys(row.children)]) stopped.add(invokeId);
   return {
     ...base,
     snapshot: step.snapshot,
@@ -308,13 +347,15 @@ const plan = (registry: WorkflowRegistry, row: ApplyInput, claim: { id: JobId; t
     stopTasks: [...stopped].filter((invokeId) => row.tasks[invokeId] !== undefined).map((invokeId) => ({ invokeId, jobId: row.tasks[invokeId]! })),
     startTimers: step.startTimers,
     cancelTimers: step.cancelTimers,
+    startChildren: step.startChildren.map((c) => ({ invokeId: c.invokeId, name: c.workflow.name, input: c.input })),
+    stopChildren: [...stopped].filter((invokeId) => row.children[invokeId] !== undefined).map((invokeId) => ({ invokeId, workflowId: row.children[invokeId]! })),
     logs: step.logs,
   };
 };
 
 /** The applier as a task the worker runs, writing under each run's claim. */
 export const applierTask = (registry: WorkflowRegistry, deps: () => ApplierDeps): Task =>
-  defineTask<{ workflow: JobId }, { applied: number }>({
+  defineTask<{ workflow: JobId; cancel?: JobId }, { applied: number }>({
     name: APPLIER_TASK,
     // Each run applies what is due; a failure (a worker without the instance's version, the
     // database away) is tried again, every 10 minutes at most, for as long as it takes (the most
@@ -323,5 +364,14 @@ export const applierTask = (registry: WorkflowRegistry, deps: () => ApplierDeps)
     // fixes, after which the instance moves on by itself. Its error history is bounded, as every job's.
     maxAttempts: MAX_ATTEMPTS,
     backoff: { baseMs: 1_000, maxMs: 600_000 },
-    handler: async (payload, ctx) => ({ applied: await applyDueEvents(deps(), registry, String(payload.workflow), claimOfRun(ctx), ctx.signal) }),
+    handler: async (payload, ctx) => {
+      // A child its parent stopped (or its parent ended or was cancelled): cancelled as an operator's
+      // cancel does it, its own children after it; a child already ended is left as it is.
+      if (payload.cancel !== undefined) {
+        const { db, statements } = deps();
+        await cancelWorkflow(db, String(payload.workflow), { ...statements, by: `workflow ${payload.cancel}` });
+        return { applied: 0 };
+      }
+      return { applied: await applyDueEvents(deps(), registry, String(payload.workflow), claimOfRun(ctx), ctx.signal) };
+    },
   }) as Task;

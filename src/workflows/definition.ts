@@ -4,7 +4,7 @@
 // parallel and nested states, delays) is XState's own pure transition, replayed from the
 // persisted snapshot on whichever worker applies the next event.
 import { createHash } from "node:crypto";
-import { fromPromise, type AnyStateMachine, type PromiseActorLogic } from "xstate";
+import { fromPromise, type AnyStateMachine, type InputFrom, type OutputFrom, type PromiseActorLogic } from "xstate";
 import { InvalidConfigError } from "../db/errors.ts";
 import { checkTaskName, MAX_KEY_LENGTH } from "../db/job-spec.ts";
 
@@ -44,6 +44,35 @@ export const task = <TInput = unknown, TOutput = unknown>(
 /** The task an actor logic runs, when it was made by task(). */
 export const taskOf = (logic: unknown): TaskRef | undefined =>
   typeof logic === "object" && logic !== null ? ((logic as Record<symbol, TaskRef | undefined>)[TASK] ?? undefined) : undefined;
+
+const CHILD = Symbol.for("picket.workflow.child");
+
+/** What childWorkflow() records on the actor logic: the workflow an invocation starts. */
+export interface ChildRef {
+  name: string;
+}
+
+/**
+ * An invoked actor that is an instance of another workflow, started by the transition that invokes
+ * it (in the same statement) with the invocation's input as its input. The machine gets
+ * `xstate.done.actor.<id>` with the child's output when it reaches a final state, and
+ * `xstate.error.actor.<id>` when it fails or is cancelled; leaving the invoking state cancels the
+ * child (and its children). Every worker that applies the parent must run the child too.
+ */
+export const childWorkflow = <M extends AnyStateMachine>(definition: WorkflowDefinition<M>): PromiseActorLogic<OutputFrom<M>, InputFrom<M>> => {
+  if (typeof definition !== "object" || definition === null || typeof definition.fingerprint !== "string") {
+    throw new InvalidConfigError("picket: childWorkflow takes a workflow made with defineWorkflow({ name, machine }).");
+  }
+  const logic = fromPromise<OutputFrom<M>, InputFrom<M>>(() =>
+    Promise.reject(new Error(`picket: workflow "${definition.name}" runs as a child workflow under picket; this machine was run outside picket.`)),
+  );
+  Object.defineProperty(logic, CHILD, { value: { name: definition.name } satisfies ChildRef });
+  return logic;
+};
+
+/** The child workflow an actor logic starts, when it was made by childWorkflow(). */
+export const childOf = (logic: unknown): ChildRef | undefined =>
+  typeof logic === "object" && logic !== null ? ((logic as Record<symbol, ChildRef | undefined>)[CHILD] ?? undefined) : undefined;
 
 /** A persisted snapshot as a migration reads and returns it: the state value and the context. */
 export interface MigratableState {
@@ -94,6 +123,8 @@ export interface WorkflowDefinition<M extends AnyStateMachine = AnyStateMachine>
   readonly migrations: Readonly<Record<string, (old: MigratableState) => MigratableState>>;
   /** The tasks the machine's invocations run, by actor name in setup(). */
   readonly tasks: ReadonlyMap<string, TaskRef>;
+  /** The child workflows its invocations start, by actor name in setup(). */
+  readonly children: ReadonlyMap<string, ChildRef>;
   /** What a late timer does: read by the worker that applies it (not in the fingerprint: changing it needs no new version). */
   readonly timers: Readonly<TimerPolicy>;
 }
@@ -129,12 +160,12 @@ interface NodeLike {
 const whyNotDurable = (logic: unknown): string => {
   const config = (logic as { config?: unknown }).config;
   if (typeof logic === "object" && logic !== null && "root" in logic) {
-    return "a child machine runs in memory and is lost on a crash: run it as its own workflow, started by a task";
+    return "a child machine runs in memory and is lost on a crash: make it a workflow of its own (defineWorkflow) and invoke it as childWorkflow(thatWorkflow)";
   }
   if (typeof config === "function" && "transition" in (logic as object) && "start" in (logic as object)) {
     return "a fromPromise, fromCallback or fromObservable actor runs in memory and is lost on a crash: declare it with task(\"name\") so that it runs as a picket job";
   }
-  return "only actors made with task() can be made durable";
+  return "only actors made with task() or childWorkflow() can be made durable";
 };
 
 const actionType = (action: unknown, implementations: Record<string, unknown>): { type: string; builtIn: boolean } => {
@@ -187,8 +218,7 @@ export const defineWorkflow = <M extends AnyStateMachine>(options: WorkflowOptio
         refuse(name, `state "${node.id}" invokes an actor given inline: name it in setup({ actors: { ... } }) and invoke it by that name, so that its snapshot can be restored.`);
       }
       const logic = implementations.actors[src];
-      const ref = taskOf(logic);
-      if (ref === undefined) refuse(name, `state "${node.id}" invokes "${src}": ${whyNotDurable(logic)}.`);
+      if (taskOf(logic) === undefined && childOf(logic) === undefined) refuse(name, `state "${node.id}" invokes "${src}": ${whyNotDurable(logic)}.`);
     }
     const actions = [
       ...node.entry.map((a) => ["entry", a] as const),
@@ -209,13 +239,16 @@ export const defineWorkflow = <M extends AnyStateMachine>(options: WorkflowOptio
     for (const child of Object.values(node.states)) visit(child);
   };
   visit(machine.root as unknown as NodeLike);
-  // Every task named in setup(): invoked, or spawned by the spawnChild action.
+  // Every task and child workflow named in setup(): invoked, or spawned by the spawnChild action.
+  const children = new Map<string, ChildRef>();
   for (const [src, logic] of Object.entries(implementations.actors)) {
     const ref = taskOf(logic);
     if (ref !== undefined) tasks.set(src, ref);
+    const child = childOf(logic);
+    if (child !== undefined) children.set(src, child);
   }
   const fingerprint = createHash("sha256").update(JSON.stringify(machine.root.definition)).digest("hex").slice(0, 16);
-  return Object.freeze({ name, version, machine, fingerprint, migrations: Object.freeze({ ...migrations }), tasks, timers });
+  return Object.freeze({ name, version, machine, fingerprint, migrations: Object.freeze({ ...migrations }), tasks, children, timers });
 };
 
 const timerPolicy = (name: string, given: Partial<TimerPolicy> | undefined): Readonly<TimerPolicy> => {

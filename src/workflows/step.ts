@@ -4,12 +4,19 @@
 // cancel). Nothing here touches the database, so the testing kit walks a machine with it too.
 import { randomUUID } from "node:crypto";
 import { createActor, initialTransition, transition, type AnyMachineSnapshot, type AnyStateMachine } from "xstate";
-import type { WorkflowDefinition, TaskRef } from "./definition.ts";
+import type { ChildRef, WorkflowDefinition, TaskRef } from "./definition.ts";
 
 /** A task invocation the transition starts: the job to enqueue. */
 export interface TaskStart {
   invokeId: string;
   task: TaskRef;
+  input: unknown;
+}
+
+/** A child workflow the transition starts: the instance to create. */
+export interface ChildStart {
+  invokeId: string;
+  workflow: ChildRef;
   input: unknown;
 }
 
@@ -30,7 +37,8 @@ export interface Step {
   output?: unknown;
   error?: string;
   startTasks: TaskStart[];
-  /** Invocation ids whose tasks the transition stopped. */
+  startChildren: ChildStart[];
+  /** Invocation ids the transition stopped (tasks' and child workflows'). */
   stopTasks: string[];
   startTimers: TimerStart[];
   cancelTimers: string[];
@@ -54,7 +62,7 @@ interface ActionLike {
 
 const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, actions: ActionLike[], taken: boolean, childrenBefore: readonly string[]): Step => {
   const machine = definition.machine;
-  const step: Step = { snapshot: null, value: snapshot.value, status: "running", startTasks: [], stopTasks: [], startTimers: [], cancelTimers: [], logs: [], unchanged: false };
+  const step: Step = { snapshot: null, value: snapshot.value, status: "running", startTasks: [], startChildren: [], stopTasks: [], startTimers: [], cancelTimers: [], logs: [], unchanged: false };
   for (const action of actions) {
     const params = action.params ?? {};
     switch (action.type) {
@@ -82,18 +90,24 @@ const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, a
       }
       case "xstate.spawnChild": {
         const src = params.src;
-        const ref = typeof src === "string" ? definition.tasks.get(src) : undefined;
-        if (ref === undefined) throw new WorkflowRefusal(`spawns "${String(src)}", which is not a task(): only tasks can be made durable.`);
         const invokeId = String(params.id);
+        const child = typeof src === "string" ? definition.children.get(src) : undefined;
+        if (child !== undefined) {
+          step.startChildren.push({ invokeId, workflow: child, input: params.input });
+          break;
+        }
+        const ref = typeof src === "string" ? definition.tasks.get(src) : undefined;
+        if (ref === undefined) throw new WorkflowRefusal(`spawns "${String(src)}", which is not a task() or a childWorkflow(): only those can be made durable.`);
         step.startTasks.push({ invokeId, task: ref, input: params.input });
         break;
       }
       case "xstate.stopChild": {
         const ref = (params as { actorRef?: { id?: string }; id?: string }).actorRef ?? params;
         const invokeId = String((ref as { id?: string }).id);
-        const pending = step.startTasks.length;
+        const pending = step.startTasks.length + step.startChildren.length;
         step.startTasks = step.startTasks.filter((t) => t.invokeId !== invokeId);
-        if (step.startTasks.length === pending) step.stopTasks.push(invokeId);
+        step.startChildren = step.startChildren.filter((c) => c.invokeId !== invokeId);
+        if (step.startTasks.length + step.startChildren.length === pending) step.stopTasks.push(invokeId);
         break;
       }
       case "xstate.log":
@@ -109,7 +123,7 @@ const collect = (definition: WorkflowDefinition, snapshot: AnyMachineSnapshot, a
   // A child that came with no spawnChild action was spawned inside assign (spawn()): XState starts it
   // on a deferred call the pure transition never makes, so no job would ever run it.
   for (const id of Object.keys(snapshot.children ?? {})) {
-    if (!childrenBefore.includes(id) && !step.startTasks.some((t) => t.invokeId === id)) {
+    if (!childrenBefore.includes(id) && !step.startTasks.some((t) => t.invokeId === id) && !step.startChildren.some((c) => c.invokeId === id)) {
       throw new WorkflowRefusal(`spawns "${id}" inside assign (spawn()), which a workflow cannot make durable: invoke the task, or use the spawnChild action.`);
     }
   }

@@ -111,12 +111,15 @@ const boxWidth = (config) => {
   return Math.min(200, Math.max(92, Math.ceil(12 + 6.2 * longest)));
 };
 
-/** What an event was, in words: a start's input, a sent event, a task's end (its job linked), a timer. */
+/** What an event was, in words: a start's input, a sent event, a task's or a child workflow's end (linked), a timer. */
 const EventCell = ({ e }) => {
   const event = e.event ?? {};
   if (e.kind === "start") return html`<span>start</span> <span class="muted">input ${brief(event.input ?? null)}</span>`;
   if (e.kind === "task") {
     return html`<span>task job <${JobLink} id=${e.jobId} /> ${event.status}</span>${event.error ? html` <span class="bad">${brief(event.error, 120)}</span>` : event.status === "completed" ? html` <span class="muted">${brief(event.result)}</span>` : null}`;
+  }
+  if (e.kind === "child") {
+    return html`<span>child workflow <${WorkflowLink} id=${String(event.workflow)} /> ${event.status}</span>${event.error ? html` <span class="bad">${brief(event.error, 120)}</span>` : event.status === "done" ? html` <span class="muted">${brief(event.output)}</span>` : null}`;
   }
   if (e.kind === "timer") {
     const delay = /^xstate\.after\.(\d+|[^.]+)\./.exec(event.type ?? "");
@@ -240,6 +243,10 @@ export const WorkflowPanel = () => {
           started ${waited(w.createdAt)} ago, updated ${waited(w.updatedAt)} ago${w.finishedAt ? ", finished " + localTime(w.finishedAt) : ""}
           ${live && html` <button data-action="cancel-workflow" class="danger" onClick=${cancel}>cancel the workflow</button>`}</p>
         ${w.error && html`<p class="bad" data-testid="workflow-error">${w.error}</p>`}
+        ${(w.parentId !== null || Object.keys(w.children).length > 0) &&
+        html`<p data-testid="workflow-family">${w.parentId !== null ? html`a child of workflow <${WorkflowLink} id=${w.parentId} />` : null}${w.parentId !== null && Object.keys(w.children).length > 0 ? "; " : ""}${Object.keys(w.children).length > 0
+          ? html`children in flight: ${Object.entries(w.children).map(([invoke, child], i) => html`${i > 0 ? ", " : ""}${invoke} → <${WorkflowLink} id=${child} />`)}`
+          : null}</p>`}
         ${live && html`<${SendEvent} id=${id} accepted=${machine === null ? [] : acceptedEvents(machine, leaves)} />`}
         <div class="charts" data-testid="workflow-machine">
           ${layouts
