@@ -359,7 +359,10 @@ export interface ApplyWrite {
 // first makes this one write nothing), and only then, each reading the instance's row: the event is
 // consumed, the tasks started are enqueued (ids drawn first, so the instance's task map names them),
 // the tasks stopped are cancelled (a processing one told at commit, as cancelJob tells it), timers
-// set (an inbox row due later and the job that applies it then) and cancelled (both deleted).
+// set (an inbox row due later and the job that applies it then) and cancelled (both deleted),
+// child workflows started (the instance, ids drawn first as the tasks' are, its start and its job)
+// and stopped (a job cancels each), and, when the write ends a child, its parent told (an inbox
+// row and a job), as a task's end is told by the report trigger.
 // Invariant 14: each part reaches its rows by a key the statement is given ($1, the instance; job
 // ids probed one by one through the primary key, as the fenced writes do), gated on the instance's
 // write by a one-time EXISTS: planned on an empty table, a join to the written row put a scan of the
@@ -546,7 +549,8 @@ export const dropEvent = async (db: Queryable, eventId: JobId, claim: { id: JobI
 };
 
 // Cancel, in statements of one transaction. The first ends the instance (waiting for an apply
-// in progress: the row lock) and records the cancel; from its commit on, no apply can write. The
+// in progress: the row lock), records the cancel, tells its parent if it is a child, and enqueues a
+// cancel of each of its children in flight; from its commit on, no apply can write. The
 // next ones, with snapshots taken after the first, drop the inbox, delete the timers' jobs and
 // cancel the live tasks (a processing one told at commit): an apply that committed while the first
 // waited is seen there, its tasks and timers with it. (In one statement, they were not: the rest of
