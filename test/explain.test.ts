@@ -315,7 +315,7 @@ describe("workflow statements on a never-analyzed table, planned while it was em
               startTimers: [{ sendId: "x", event: { type: "x" }, delayMs: 1000 }],
               cancelTimers: ["y"],
               startChildren: [{ invokeId: "c", name: "w", input: {} }],
-              stopChildren: [{ invokeId: "d", workflowId: target.child }],
+              stopChildren: [{ invokeId: "d", workflowId: target.child, ended: false }],
             },
             options,
           ),

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { assign, setup } from "xstate";
 import { claimJobs } from "../src/db/index.ts";
 import { cancelWorkflow, getWorkflow, holdForApply, sendToWorkflow, startWorkflow, workflowHistory, writeApply, type Workflow } from "../src/db/workflows.ts";
-import { APPLIER_TASK } from "../src/db/job-spec.ts";
+import { APPLIER_TASK, CHILD_CANCEL_TASK } from "../src/db/job-spec.ts";
 import { childWorkflow, defineWorkflow, task } from "../src/workflows/definition.ts";
 import { WorkflowRegistry } from "../src/workflows/applier.ts";
 import { defineTask } from "../src/runtime/task.ts";
@@ -168,13 +168,9 @@ describe("a workflow invokes another as a child", () => {
     expect(await cancel(child)).toMatchObject({ by: `workflow ${id}` });
     await until("the check stopped", async () => outcomes.some((o) => o.type === "check-doc"));
     expect((await db.pool.query("SELECT status FROM picket.jobs WHERE workflow_id = $1", [child])).rows).toEqual([{ status: "cancelled" }]);
-    await until("the parent's history complete", async () => (await workflowHistory(db.pool, id)).inbox.length === 0 && (await workflowHistory(db.pool, id)).history.length === 3);
-    expect((await workflowHistory(db.pool, id)).history.map((e) => [e.kind, e.outcome, e.note])).toEqual([
-      ["start", "applied", null],
-      ["send", "applied", null],
-      // The parent had ended (abandoned) when its child's cancel reached it.
-      ["child", "dropped", "workflow done"],
-    ]);
+    // The parent had ended (abandoned) when its child was cancelled: it is not told.
+    const { history: parentHistory, inbox } = await workflowHistory(db.pool, id);
+    expect([parentHistory.map((e) => [e.kind, e.outcome]), inbox]).toEqual([[["start", "applied"], ["send", "applied"]], []]);
   });
 
   it("a late end of a stopped child is dropped, though the same invocation id runs a new child", async () => {
@@ -226,6 +222,8 @@ describe("a workflow invokes another as a child", () => {
     expect(await cancel(id)).toMatchObject({ by: "ops" });
     expect(await cancel(middle)).toMatchObject({ by: `workflow ${id}` });
     expect(await cancel(leaf)).toMatchObject({ by: `workflow ${middle}` });
+    // A cancelled instance has nothing in flight.
+    expect([(await workflow(id)).children, (await workflow(middle)).children]).toEqual([{}, {}]);
   });
 
   it("an operator's cancel of a child reaches its parent as xstate.error.actor", async () => {
@@ -248,17 +246,92 @@ describe("a workflow invokes another as a child", () => {
         version: "1", fingerprint: "f", outcome: "applied", note: null, startTasks: [], stopTasks: [], startTimers: [], cancelTimers: [],
         startChildren: [{ invokeId: "review", name: "review-doc", input: { doc: "d-6" } }], stopChildren: [],
       });
-    const instances = async () => (await db.pool.query("SELECT count(*)::int AS n FROM picket.workflows")).rows[0].n;
-    const before = await instances();
+    // Instances, events and jobs in all: a fenced apply adds none of them.
+    const rows = async () =>
+      (await db.pool.query("SELECT (SELECT count(*) FROM picket.workflows)::int AS w, (SELECT count(*) FROM picket.workflow_events)::int AS e, (SELECT count(*) FROM picket.jobs)::int AS j")).rows[0];
+    const before = await rows();
     expect(await apply("00000000-0000-4000-8000-000000000000")).toMatchObject({ outcome: "fenced" });
-    expect(await instances()).toBe(before);
+    expect(await rows()).toEqual(before);
     expect(await apply(job!.claimToken)).toMatchObject({ outcome: "applied" });
-    expect(await instances()).toBe(before + 1);
+    expect((await rows()).w).toBe(before.w + 1);
     const child = (await workflow(id)).children.review!;
     expect(await workflow(child)).toMatchObject({ name: "review-doc", parentId: id, status: "starting" });
     // Its start waits in its inbox, with a job to apply it.
     expect((await workflowHistory(db.pool, child)).inbox.map((e) => [e.kind, e.event])).toEqual([["start", { input: { doc: "d-6" } }]]);
     expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2", [APPLIER_TASK, child])).rows[0].n).toBe(1);
+  });
+
+  it("a cancel of a parent waiting for its apply that starts a child cancels that child too", async () => {
+    const { id } = await startWorkflow(db.pool, publish, { doc: "d-11" });
+    const [job] = await claimJobs(db.pool, "worker-a", [want(APPLIER_TASK, { limit: 1 })]);
+    const claim = { id: job!.id, token: job!.claimToken };
+    const hold = await holdForApply(db.pool, id, claim);
+    if (hold.outcome !== "held") throw new Error(`not held: ${hold.outcome}`);
+    const client = await db.pool.connect();
+    try {
+      // The apply that starts the child, not yet committed; the cancel waits for its row lock.
+      await client.query("BEGIN");
+      await writeApply(client, {
+        workflowId: id, seq: 0, eventId: hold.row.eventId!, claim, snapshot: { value: "reviewing" }, state: "reviewing", status: "running",
+        version: "1", fingerprint: "f", outcome: "applied", note: null, startTasks: [], stopTasks: [], startTimers: [], cancelTimers: [],
+        startChildren: [{ invokeId: "review", name: "review-doc", input: { doc: "d-11" } }], stopChildren: [],
+      });
+      const cancelled = cancelWorkflow(db.pool, id, { by: "ops" });
+      await until("the cancel waiting", async () => (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")).rowCount! > 0);
+      await client.query("COMMIT");
+      expect(await cancelled).toMatchObject({ outcome: "cancelled" });
+    } finally {
+      client.release();
+    }
+    // The child the apply started is cancelled with its parent.
+    const { rows } = await db.pool.query("SELECT w.id::text, (SELECT count(*)::int FROM picket.jobs AS j WHERE j.type = $2 AND j.payload->>'workflow' = w.id::text) AS cancels FROM picket.workflows AS w WHERE w.parent_id = $1", [id, CHILD_CANCEL_TASK]);
+    expect(rows).toEqual([{ id: expect.any(String), cancels: 1 }]);
+  });
+
+  it("a child's end reaches its parent whatever statement ends it (an older worker's apply, say), and only while the parent is live", async () => {
+    await worker({ tasks: [checkTask], workflows });
+    const { id } = await startWorkflow(db.pool, publish, { doc: "d-12" });
+    const child = await childOf(id, "review");
+    await inStatus(child, "running");
+    // Ended by a plain UPDATE: no picket statement of this version wrote it.
+    await db.pool.query(`UPDATE picket.workflows SET status = 'done', output = '{"doc":"d-12","verdict":"by hand"}', finished_at = now() WHERE id = $1`, [child]);
+    await inStatus(id, "done");
+    expect(await workflow(id)).toMatchObject({ state: "published", output: { result: { doc: "d-12", verdict: "by hand" } } });
+    // Its parent ended, another update of the child tells no one.
+    const events = async () => (await db.pool.query("SELECT count(*)::int AS n FROM picket.workflow_events WHERE workflow_id = $1", [id])).rows[0].n;
+    const told = await events();
+    await db.pool.query("UPDATE picket.workflows SET status = 'running' WHERE id = $1", [child]);
+    await db.pool.query("UPDATE picket.workflows SET status = 'cancelled' WHERE id = $1", [child]);
+    expect(await events()).toBe(told);
+  });
+
+  it("a parent that stays in its state when the child ends forgets the child, and does not cancel it", async () => {
+    const watcher = defineWorkflow({
+      name: "watcher",
+      machine: setup({ types: {} as { context: { seen: unknown } }, actors: { review: childWorkflow(review) } }).createMachine({
+        context: { seen: null },
+        initial: "watching",
+        states: {
+          watching: { invoke: { id: "review", src: "review", input: { doc: "d-13" }, onDone: { actions: assign({ seen: ({ event }) => event.output }) } }, on: { FINISH: "over" } },
+          over: { type: "final" },
+        },
+      }),
+    });
+    await worker({ tasks: [checkTask], workflows: [...workflows, watcher] });
+    const { id } = await startWorkflow(db.pool, watcher, null);
+    const child = await childOf(id, "review");
+    await inStatus(child, "running");
+    await sendToWorkflow(db.pool, child, { type: "APPROVE" });
+    await until("the end seen", async () => (await workflow(id)).context !== null && ((await workflow(id)).context as { seen: unknown }).seen !== null);
+    expect(await workflow(id)).toMatchObject({ status: "running", state: "watching", children: {} });
+    expect((await workflow(id)).children).toEqual({});
+    // Its end is known: no job was made to cancel it.
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM picket.jobs WHERE type = $1 AND payload->>'workflow' = $2", [CHILD_CANCEL_TASK, child])).rows[0].n).toBe(0);
+    // A child ends once: a later update of the ended child (by hand) tells the live parent nothing.
+    await db.pool.query("UPDATE picket.workflows SET status = 'cancelled' WHERE id = $1", [child]);
+    await sendToWorkflow(db.pool, id, { type: "FINISH" });
+    await inStatus(id, "done");
+    expect((await workflowHistory(db.pool, id)).history.map((e) => e.kind)).toEqual(["start", "child", "send"]);
   });
 
   it("a worker refuses a parent without its child; workflowPaths walks a child's end, failure and cancel", () => {

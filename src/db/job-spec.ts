@@ -6,6 +6,12 @@ import { MAX_VALUE_BYTES, unstorableText } from "./storable-json.ts";
  * jobs are its own: an operator's cancel leaves them (appliesLiveWorkflow in admin.ts).
  */
 export const APPLIER_TASK = "picket.workflow";
+/**
+ * The task that cancels a child workflow its parent stopped (src/workflows/applier.ts). A task of
+ * its own, not a flag on an applier job: a worker that predates child workflows would run such a
+ * job as an applier and end it, and the child would never be cancelled.
+ */
+export const CHILD_CANCEL_TASK = "picket.workflow.cancel";
 
 /** What a caller asks for when enqueueing one job. */
 export interface JobSpec {

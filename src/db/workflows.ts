@@ -5,7 +5,7 @@ import { InvalidJobError, PicketError } from "./errors.ts";
 import { cancelWorkflowJobsSql, isJobId } from "./admin.ts";
 import { fence } from "./fenced.ts";
 import { checkOperatorName, operatorSet } from "./job-history.ts";
-import { APPLIER_TASK, checkTaskName, MAX_KEY_LENGTH } from "./job-spec.ts";
+import { APPLIER_TASK, CHILD_CANCEL_TASK, checkTaskName, MAX_KEY_LENGTH } from "./job-spec.ts";
 import type { JobId, JobStatus } from "./job-row.ts";
 import { CANCEL_PREFIX, notifyChannel } from "./notify.ts";
 import type { Queryable, StatementOptions } from "./queryable.ts";
@@ -349,8 +349,8 @@ export interface ApplyWrite {
   cancelTimers: string[];
   /** Child workflows started: the invocation, the workflow's name, its input. */
   startChildren: Array<{ invokeId: string; name: string; input: unknown }>;
-  /** Child workflows stopped: their invocations and instances (each cancelled by a job). */
-  stopChildren: Array<{ invokeId: string; workflowId: JobId }>;
+  /** Child workflows no longer in flight: their invocations and instances, each cancelled by a job unless it has ended (its end is this event). */
+  stopChildren: Array<{ invokeId: string; workflowId: JobId; ended: boolean }>;
 }
 
 // THE APPLY. One statement: the claim of the applier job is checked and held (FOR SHARE: a sweep or
@@ -361,8 +361,8 @@ export interface ApplyWrite {
 // the tasks stopped are cancelled (a processing one told at commit, as cancelJob tells it), timers
 // set (an inbox row due later and the job that applies it then) and cancelled (both deleted),
 // child workflows started (the instance, ids drawn first as the tasks' are, its start and its job)
-// and stopped (a job cancels each), and, when the write ends a child, its parent told (an inbox
-// row and a job), as a task's end is told by the report trigger.
+// and stopped (a job cancels each). A child's end is told to its parent by a trigger
+// (workflow_child_ended, migration 0020), whatever statement ends it.
 // Invariant 14: each part reaches its rows by a key the statement is given ($1, the instance; job
 // ids probed one by one through the primary key, as the fenced writes do), gated on the instance's
 // write by a one-time EXISTS: planned on an empty table, a join to the written row put a scan of the
@@ -445,15 +445,7 @@ const applySql = perSchema(
     SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', k.id) FROM wf, unnest((SELECT a FROM kid_ids)) AS k(id)
     UNION ALL
     -- A child stopped is cancelled by a job of its own, as cancelWorkflow cancels it.
-    SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', s.id, 'cancel', wf.id) FROM wf, unnest($31::bigint[]) AS s(id)
-  ), to_parent AS (
-    -- This write ends a child: its parent hears of it, as a task's end is heard.
-    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event)
-    SELECT wf.parent_id, 'child', jsonb_build_object('workflow', wf.id, 'status', wf.status, 'output', wf.output, 'error', wf.error)
-    FROM wf WHERE wf.parent_id IS NOT NULL AND wf.status IN ('done', 'failed')
-    RETURNING workflow_id
-  ), parent_job AS (
-    INSERT INTO ${schema}.jobs (type, payload) SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', p.workflow_id) FROM to_parent AS p
+    SELECT '${CHILD_CANCEL_TASK}', jsonb_build_object('workflow', s.id, 'parent', wf.id) FROM wf, unnest($31::bigint[]) AS s(id)
   ), unwoken AS (
     DELETE FROM ${schema}.jobs AS j WHERE j.id = ANY (ARRAY(
       SELECT p.id FROM unset AS u JOIN LATERAL (SELECT p.id FROM ${schema}.jobs AS p WHERE p.id = u.wake_job AND p.status = 'pending' FOR UPDATE) AS p ON true
@@ -515,7 +507,7 @@ export const writeApply = async (db: Queryable, write: ApplyWrite, options: Stat
         write.startChildren.map((c) => c.name),
         write.startChildren.map((c) => json(c.input ?? null, `input of child workflow "${c.name}"`)),
         write.stopChildren.map((c) => c.invokeId),
-        write.stopChildren.map((c) => c.workflowId),
+        write.stopChildren.filter((c) => !c.ended).map((c) => c.workflowId),
     ]),
     options,
   );
@@ -549,8 +541,8 @@ export const dropEvent = async (db: Queryable, eventId: JobId, claim: { id: JobI
 };
 
 // Cancel, in statements of one transaction. The first ends the instance (waiting for an apply
-// in progress: the row lock), records the cancel, tells its parent if it is a child, and enqueues a
-// cancel of each of its children in flight; from its commit on, no apply can write. The
+// in progress: the row lock), records the cancel and enqueues a cancel of each of its children in
+// flight (its parent, if it is a child, is told by a trigger); from its commit on, no apply can write. The
 // next ones, with snapshots taken after the first, drop the inbox, delete the timers' jobs and
 // cancel the live tasks (a processing one told at commit): an apply that committed while the first
 // waited is seen there, its tasks and timers with it. (In one statement, they were not: the rest of
@@ -565,19 +557,14 @@ const cancelSql = perSchema(
   ), wf AS (
     UPDATE ${schema}.workflows AS w SET status = 'cancelled', finished_at = now(), updated_at = now(), tasks = '{}'::jsonb, children = '{}'::jsonb
     WHERE w.id = $1::bigint AND w.status IN ('starting', 'running') AND EXISTS (SELECT 1 FROM live)
-    RETURNING w.id, w.parent_id, (SELECT l.children FROM live AS l) AS children
+    RETURNING w.id, (SELECT l.children FROM live AS l) AS children
   ), recorded AS (
     INSERT INTO ${schema}.workflow_events (workflow_id, kind, event, applied_at, outcome, by)
     SELECT wf.id, 'cancel', jsonb_build_object('type', 'cancel'), now(), 'applied', $2::text FROM wf
-  ), to_parent AS (
-    INSERT INTO ${schema}.workflow_events (workflow_id, kind, event)
-    SELECT wf.parent_id, 'child', jsonb_build_object('workflow', wf.id, 'status', 'cancelled', 'output', NULL, 'error', NULL) FROM wf WHERE wf.parent_id IS NOT NULL
-  ), jobs AS (
-    -- The parent's job to hear of it, and a job to cancel each child in flight (its own children after it).
+  ), stops AS (
+    -- A job to cancel each child in flight (its own children after it).
     INSERT INTO ${schema}.jobs (type, payload)
-    SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', wf.parent_id) FROM wf WHERE wf.parent_id IS NOT NULL
-    UNION ALL
-    SELECT '${APPLIER_TASK}', jsonb_build_object('workflow', c.value::bigint, 'cancel', wf.id) FROM wf, jsonb_each_text(wf.children) AS c
+    SELECT '${CHILD_CANCEL_TASK}', jsonb_build_object('workflow', c.value::bigint, 'parent', wf.id) FROM wf, jsonb_each_text(wf.children) AS c
   )
   SELECT (SELECT count(*) FROM wf)::int AS cancelled`,
 );

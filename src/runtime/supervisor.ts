@@ -38,7 +38,7 @@ import { Claimer } from "./claimer.ts";
 import { JobTally } from "./job-tally.ts";
 import { createJobRuntime, type JobRuntime } from "./job-runtime.ts";
 import { inspectorFor, parentFor } from "./inspection.ts";
-import { applierTask, workflowRegistry, type ApplierDeps, type WorkflowRegistry } from "../workflows/applier.ts";
+import { applierTask, childCancelTask, workflowRegistry, type ApplierDeps, type WorkflowRegistry } from "../workflows/applier.ts";
 import { registerWorkflowMachines } from "../db/workflows.ts";
 import { workflowInspection } from "../workflows/inspect.ts";
 import { LeaseWatch, leaseMarginMs, localDeadline } from "./lease-watch.ts";
@@ -149,7 +149,7 @@ export class Supervisor {
   constructor(options: SupervisorOptions) {
     // Workflows run as one more task: the applier of their events.
     this.workflows = workflowRegistry(options);
-    const tasks = this.workflows ? [...(options.tasks ?? []), applierTask(this.workflows, () => this.applierDeps())] : options.tasks;
+    const tasks = this.workflows ? [...(options.tasks ?? []), applierTask(this.workflows, () => this.applierDeps()), childCancelTask(() => this.applierDeps())] : options.tasks;
     this.config = resolveConfig({ ...options, tasks });
     this.workflows?.checkTimerGrace(this.config.pollIntervalMs);
     this.options = options;

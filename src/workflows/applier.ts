@@ -9,7 +9,7 @@ import { InvalidConfigError, InvalidJobError, PicketError } from "../db/errors.t
 import type { Queryable, StatementOptions } from "../db/queryable.ts";
 import { cancelWorkflow, continueApplying, dropEvent, eventsDue, holdForApply, readForApply, releaseHold, writeApply, type ApplyInput, type ApplyResult, type ApplyWrite } from "../db/workflows.ts";
 import { isDataException } from "../db/errors.ts";
-import { APPLIER_TASK, MAX_ATTEMPTS } from "../db/job-spec.ts";
+import { APPLIER_TASK, CHILD_CANCEL_TASK, MAX_ATTEMPTS } from "../db/job-spec.ts";
 import type { JobId } from "../db/job-row.ts";
 import { defineTask, type Task } from "../runtime/task.ts";
 import { claimOfRun } from "../runtime/handler-context.ts";
@@ -238,7 +238,7 @@ const failure = (base: WriteBase, row: ApplyInput, snapshot: unknown, notes: str
   startTimers: [],
   cancelTimers: [],
   startChildren: [],
-  stopChildren: Object.entries(row.children).map(([invokeId, workflowId]) => ({ invokeId, workflowId })),
+  stopChildren: Object.entries(row.children).map(([invokeId, workflowId]) => ({ invokeId, workflowId, ended: false })),
   logs: [],
 });
 
@@ -348,14 +348,15 @@ const plan = (registry: WorkflowRegistry, row: ApplyInput, claim: { id: JobId; t
     startTimers: step.startTimers,
     cancelTimers: step.cancelTimers,
     startChildren: step.startChildren.map((c) => ({ invokeId: c.invokeId, name: c.workflow.name, input: c.input })),
-    stopChildren: [...stopped].filter((invokeId) => row.children[invokeId] !== undefined).map((invokeId) => ({ invokeId, workflowId: row.children[invokeId]! })),
+    // The child whose end this event is has ended: it leaves the map, and needs no cancel.
+    stopChildren: [...stopped].filter((invokeId) => row.children[invokeId] !== undefined).map((invokeId) => ({ invokeId, workflowId: row.children[invokeId]!, ended: row.kind === "child" && invokeId === answered })),
     logs: step.logs,
   };
 };
 
 /** The applier as a task the worker runs, writing under each run's claim. */
 export const applierTask = (registry: WorkflowRegistry, deps: () => ApplierDeps): Task =>
-  defineTask<{ workflow: JobId; cancel?: JobId }, { applied: number }>({
+  defineTask<{ workflow: JobId }, { applied: number }>({
     name: APPLIER_TASK,
     // Each run applies what is due; a failure (a worker without the instance's version, the
     // database away) is tried again, every 10 minutes at most, for as long as it takes (the most
@@ -364,14 +365,23 @@ export const applierTask = (registry: WorkflowRegistry, deps: () => ApplierDeps)
     // fixes, after which the instance moves on by itself. Its error history is bounded, as every job's.
     maxAttempts: MAX_ATTEMPTS,
     backoff: { baseMs: 1_000, maxMs: 600_000 },
-    handler: async (payload, ctx) => {
-      // A child its parent stopped (or its parent ended or was cancelled): cancelled as an operator's
-      // cancel does it, its own children after it; a child already ended is left as it is.
-      if (payload.cancel !== undefined) {
-        const { db, statements } = deps();
-        await cancelWorkflow(db, String(payload.workflow), { ...statements, by: `workflow ${payload.cancel}` });
-        return { applied: 0 };
-      }
-      return { applied: await applyDueEvents(deps(), registry, String(payload.workflow), claimOfRun(ctx), ctx.signal) };
+    handler: async (payload, ctx) => ({ applied: await applyDueEvents(deps(), registry, String(payload.workflow), claimOfRun(ctx), ctx.signal) }),
+  }) as Task;
+
+/**
+ * The task that cancels a child workflow its parent stopped (the invoking state left, the parent
+ * ended, failed or was cancelled), as an operator's cancel does it, its own children after it; a
+ * child that has ended meanwhile is left as it is. Retried as the applier is: a child left running
+ * under a parent that stopped it would run for nothing.
+ */
+export const childCancelTask = (deps: () => ApplierDeps): Task =>
+  defineTask<{ workflow: JobId; parent: JobId }, { cancelled: boolean }>({
+    name: CHILD_CANCEL_TASK,
+    maxAttempts: MAX_ATTEMPTS,
+    backoff: { baseMs: 1_000, maxMs: 600_000 },
+    handler: async (payload) => {
+      const { db, statements } = deps();
+      const { outcome } = await cancelWorkflow(db, String(payload.workflow), { ...statements, by: `workflow ${payload.parent}` });
+      return { cancelled: outcome === "cancelled" };
     },
   }) as Task;
