@@ -291,34 +291,33 @@ describe("workflow statements on a never-analyzed table, planned while it was em
       const options = { schema };
       // The instance every statement is about; filled in after the load.
       const target = { id: "1", seq: 0, event: "1", task: "1", child: "2", claim: { id: "1", token: "00000000-0000-4000-8000-000000000000" } };
+      // An apply that starts a task and a timer, stops a task and cancels a timer, starts a child and stops one.
+      const write = () => ({
+        workflowId: target.id,
+        seq: target.seq,
+        eventId: target.event,
+        claim: target.claim,
+        snapshot: { value: "b" },
+        state: "b",
+        status: "running" as const,
+        version: "1",
+        fingerprint: "f",
+        outcome: "applied" as const,
+        note: null,
+        startTasks: [{ invokeId: "t", type: "task", payload: {} }],
+        stopTasks: [{ invokeId: "s", jobId: target.task }],
+        startTimers: [{ sendId: "x", event: { type: "x" }, delayMs: 1000 }],
+        cancelTimers: ["y"],
+        startChildren: [{ invokeId: "c", name: "w", input: {} }],
+        stopChildren: [{ invokeId: "d", workflowId: target.child, ended: false }],
+      });
       const statements: Record<string, Run> = {
         hold: (q) => holdForApply(q as never, target.id, target.claim, options),
         read: (q) => readForApply(q as never, target.id, options),
         release: (q) => releaseHold(q as never, target.id, target.claim, options),
-        apply: (q) =>
-          writeApply(
-            q as never,
-            {
-              workflowId: target.id,
-              seq: target.seq,
-              eventId: target.event,
-              claim: target.claim,
-              snapshot: { value: "b" },
-              state: "b",
-              status: "running",
-              version: "1",
-              fingerprint: "f",
-              outcome: "applied",
-              note: null,
-              startTasks: [{ invokeId: "t", type: "task", payload: {} }],
-              stopTasks: [{ invokeId: "s", jobId: target.task }],
-              startTimers: [{ sendId: "x", event: { type: "x" }, delayMs: 1000 }],
-              cancelTimers: ["y"],
-              startChildren: [{ invokeId: "c", name: "w", input: {} }],
-              stopChildren: [{ invokeId: "d", workflowId: target.child, ended: false }],
-            },
-            options,
-          ),
+        // Without a child started or stopped: the statement without the children's parts.
+        apply: (q) => writeApply(q as never, { ...write(), startChildren: [], stopChildren: [] }, options),
+        applyChildren: (q) => writeApply(q as never, write(), options),
         send: (q) => sendToWorkflow(q as never, target.id, { type: "GO" }, options),
         // The cancel's first statement: the instance ended, its parent told, its children's cancels enqueued.
         cancel: (q) => cancelWorkflow(q as never, target.id, options),
