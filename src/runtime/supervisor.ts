@@ -147,7 +147,7 @@ export class Supervisor {
   private workflowsInspected: ApplierDeps["applied"];
 
   constructor(options: SupervisorOptions) {
-    // Workflows run as one more task: the applier of their events.
+    // Workflows run as two more tasks: the applier of their events, and the cancel of a child workflow its parent stopped.
     this.workflows = workflowRegistry(options);
     const tasks = this.workflows ? [...(options.tasks ?? []), applierTask(this.workflows, () => this.applierDeps()), childCancelTask(() => this.applierDeps())] : options.tasks;
     this.config = resolveConfig({ ...options, tasks });
