@@ -2,10 +2,9 @@
 // task in flight may succeed, fail or time out (a child workflow end, fail or be cancelled), each
 // timer may fire (and, under timers: { missed: "skip" }, be missed), and each event the test names
 // may arrive; each is applied with the same pure step the worker applies (src/workflows/step.ts),
-// so tasks started and stopped and timers
-// set and cancelled are tracked as a worker would. The walk reports states no path reaches,
-// configurations from which no path ends, invariants broken (with the events that lead there), and
-// transitions in which the machine itself failed.
+// so tasks started and stopped and timers set and cancelled are tracked as a worker would. The walk
+// reports states no path reaches, configurations from which no path ends, invariants broken (with
+// the events that lead there), and transitions in which the machine itself failed.
 import { getInitialMicrosteps, getMicrosteps, type AnyMachineSnapshot, type AnyStateMachine } from "xstate";
 import type { WorkflowDefinition } from "../workflows/definition.ts";
 import { eventStep, restore, startStep, type Step } from "../workflows/step.ts";
