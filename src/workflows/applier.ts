@@ -123,38 +123,49 @@ const LOST_RACES = 50;
 type TaskEvent = { status: "completed" | "dead" | "cancelled"; result: unknown; error: string | null };
 type ChildEvent = { workflow: string | number; status: "done" | "failed" | "cancelled"; output: unknown; error: string | null };
 
-/** The XState event a child workflow's end is, or why it is dropped (the invocation it answered was stopped). */
-const childEvent = (row: ApplyInput): { invokeId: string; event: { type: string } & Record<string, unknown> } | { dropped: string } => {
-  const reported = row.event as ChildEvent;
-  const child = String(reported.workflow);
-  const invokeId = Object.keys(row.children).find((id) => row.children[id] === child);
-  if (invokeId === undefined) {
-    return { dropped: `late result: child workflow ${child} (${reported.status}) answered an invocation the workflow had already stopped` };
-  }
-  if (reported.status === "done") return { invokeId, event: { type: `xstate.done.actor.${invokeId}`, output: reported.output, actorId: invokeId } };
-  return {
-    invokeId,
-    event: {
-      type: `xstate.error.actor.${invokeId}`,
-      error: { message: reported.error ?? (reported.status === "cancelled" ? "the child workflow was cancelled" : "the child workflow failed"), status: reported.status, workflow: child },
-      actorId: invokeId,
-    },
-  };
-};
+/** What an invocation's end says, by what ran it: a task's job (reported by workflow_report) or a child workflow (workflow_child_ended). */
+const ENDS = {
+  task: {
+    inFlight: (row: ApplyInput) => row.tasks,
+    ended: (row: ApplyInput) => row.jobId!,
+    named: (id: string) => `job ${id}`,
+    done: "completed",
+    output: (reported: unknown) => (reported as TaskEvent).result,
+    cancelled: "the task's job was cancelled",
+    failed: "the task's job ended dead",
+    ref: "job",
+  },
+  child: {
+    inFlight: (row: ApplyInput) => row.children,
+    ended: (row: ApplyInput) => String((row.event as ChildEvent).workflow),
+    named: (id: string) => `child workflow ${id}`,
+    done: "done",
+    output: (reported: unknown) => (reported as ChildEvent).output,
+    cancelled: "the child workflow was cancelled",
+    failed: "the child workflow failed",
+    ref: "workflow",
+  },
+} as const;
 
-/** The XState event a task's end is, or why it is dropped (the invocation it answered was stopped). */
-const taskEvent = (row: ApplyInput): { invokeId: string; event: { type: string } & Record<string, unknown> } | { dropped: string } => {
-  const reported = row.event as TaskEvent;
-  const invokeId = Object.keys(row.tasks).find((id) => row.tasks[id] === row.jobId);
+/**
+ * The XState event an invocation's end is (xstate.done.actor.<id> or xstate.error.actor.<id>), or
+ * why it is dropped: the invocation it answered was stopped, even if the same id runs again.
+ */
+const invocationEnd = (row: ApplyInput & { kind: "task" | "child" }): { invokeId: string; event: { type: string } & Record<string, unknown> } | { dropped: string } => {
+  const kind = ENDS[row.kind];
+  const reported = row.event as TaskEvent | ChildEvent;
+  const ended = kind.ended(row);
+  const inFlight = kind.inFlight(row);
+  const invokeId = Object.keys(inFlight).find((id) => inFlight[id] === ended);
   if (invokeId === undefined) {
-    return { dropped: `late result: job ${row.jobId} (${reported.status}) answered an invocation the workflow had already stopped` };
+    return { dropped: `late result: ${kind.named(ended)} (${reported.status}) answered an invocation the workflow had already stopped` };
   }
-  if (reported.status === "completed") return { invokeId, event: { type: `xstate.done.actor.${invokeId}`, output: reported.result, actorId: invokeId } };
+  if (reported.status === kind.done) return { invokeId, event: { type: `xstate.done.actor.${invokeId}`, output: kind.output(reported), actorId: invokeId } };
   return {
     invokeId,
     event: {
       type: `xstate.error.actor.${invokeId}`,
-      error: { message: reported.error ?? (reported.status === "cancelled" ? "the task's job was cancelled" : "the task's job ended dead"), status: reported.status, job: row.jobId },
+      error: { message: reported.error ?? (reported.status === "cancelled" ? kind.cancelled : kind.failed), status: reported.status, [kind.ref]: ended },
       actorId: invokeId,
     },
   };
@@ -309,18 +320,12 @@ const plan = (registry: WorkflowRegistry, row: ApplyInput, claim: { id: JobId; t
     if (row.kind === "start") {
       base.xstateEvent = { type: "xstate.init", input: (row.event as { input?: unknown }).input };
       step = startStep(definition, (row.event as { input?: unknown }).input ?? undefined);
-    } else if (row.kind === "task") {
-      const task = taskEvent(row);
-      if ("dropped" in task) return dropped(base, persisted, [...notes, task.dropped]);
-      answered = task.invokeId;
-      base.xstateEvent = task.event;
-      step = eventStep(definition, persisted, task.event);
-    } else if (row.kind === "child") {
-      const child = childEvent(row);
-      if ("dropped" in child) return dropped(base, persisted, [...notes, child.dropped]);
-      answered = child.invokeId;
-      base.xstateEvent = child.event;
-      step = eventStep(definition, persisted, child.event);
+    } else if (row.kind === "task" || row.kind === "child") {
+      const end = invocationEnd(row as ApplyInput & { kind: "task" | "child" });
+      if ("dropped" in end) return dropped(base, persisted, [...notes, end.dropped]);
+      answered = end.invokeId;
+      base.xstateEvent = end.event;
+      step = eventStep(definition, persisted, end.event);
     } else if (row.kind === "timer" && definition.timers.missed === "skip" && row.lateMs! > definition.timers.graceMs) {
       return dropped(base, persisted, [...notes, missedTimer(row, definition.timers.graceMs)]);
     } else {
